@@ -1,0 +1,153 @@
+"""The Python API, mirroring ``lipschitz-icl run``:
+
+    >>> import lipschitz_icl as li
+    >>> cfg = li.load_config("configs/quickstart.yaml", ["task.L=1"])
+    >>> run = li.run(cfg)                 # writes runs/<name>/ ; out=... or write=False
+    >>> run.summary["status"], run.metrics.head()
+    >>> run.attention()                   # step x k table of Attn_k
+"""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from . import __version__
+from .config import Config, load_config, validate_config
+from .engines import build_engine
+from .errors import UserInputError
+from .problem import build_problem
+from .recorder import Recorder, metrics_frame
+from .store import (
+    CONFIG_FILE,
+    METRICS_FILE,
+    SUMMARY_FILE,
+    atomic_write_json,
+    atomic_write_parquet,
+    atomic_write_text,
+    prepare_run_dir,
+    read_metrics_table,
+    read_summary,
+)
+from .theory import theory_of
+from .train import ProgressFn, train
+
+
+@dataclass
+class Run:
+    config: Config
+    summary: dict[str, Any]
+    metrics: pd.DataFrame  # tidy: step, metric, k, n, value
+    dir: Path | None = None
+
+    def series(self, metric: str) -> pd.Series:
+        """A scalar metric (loss, test_error, attn_min, ...) indexed by step."""
+        rows = self.metrics[self.metrics.metric == metric]
+        return rows.set_index("step")["value"].rename(metric)
+
+    def attention(self) -> pd.DataFrame:
+        """Attn_k: one column per query feature k, one row per recorded step."""
+        rows = self.metrics[self.metrics.metric == "attn_self"]
+        return rows.pivot(index="step", columns="k", values="value")
+
+    def per_feature(self, metric: str) -> pd.DataFrame:
+        """A per-feature metric (attn_self, attn_cross, A, B) as step x (k[, n]) columns."""
+        rows = self.metrics[self.metrics.metric == metric]
+        cols = ["k"] if rows["n"].isna().all() else ["k", "n"]
+        return rows.pivot_table(index="step", columns=cols, values="value")
+
+
+def versions() -> dict[str, str]:
+    return {
+        "lipschitz_icl": __version__,
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def default_run_name(cfg: Config) -> str:
+    return cfg.name or f"{cfg.task.kind}-L{cfg.task.L:g}-{cfg.engine.kind}-{cfg.config_hash()[:8]}"
+
+
+def _as_config(config: Config | str | Path | dict | None, overrides: list[str] | None) -> Config:
+    if isinstance(config, Config):
+        if overrides:
+            from .config import apply_overrides
+
+            return validate_config(apply_overrides(config.model_dump(mode="json"), overrides))
+        return config
+    if isinstance(config, dict):
+        from .config import apply_overrides
+
+        return validate_config(apply_overrides(dict(config), list(overrides or [])))
+    return load_config(config, overrides)
+
+
+def run(
+    config: Config | str | Path | dict | None = None,
+    overrides: list[str] | None = None,
+    *,
+    out: str | Path | None = None,
+    write: bool = True,
+    force: bool = False,
+    progress: ProgressFn | None = None,
+) -> Run:
+    """Train once. ``config`` is a Config, a YAML path, a mapping, or None for the defaults."""
+    cfg = _as_config(config, overrides)
+    torch.manual_seed(cfg.seed)  # no draw relies on it; belt and braces for user extensions
+    problem = build_problem(cfg)
+    engine = build_engine(problem)
+    theory = theory_of(problem)
+    run_dir = prepare_run_dir(out, default_run_name(cfg), force=force) if write else None
+    summary: dict[str, Any] = {"status": "running", "config_hash": cfg.config_hash(), "seed": cfg.seed}
+    if run_dir is not None:
+        atomic_write_text(run_dir / CONFIG_FILE, cfg.to_yaml())
+        atomic_write_json(run_dir / SUMMARY_FILE, summary)
+    recorder = Recorder(problem.features.K)
+    outcome = train(cfg, engine, recorder, progress)
+    table = recorder.table()
+    summary = {
+        "status": outcome.status,
+        "steps": outcome.steps,
+        "wall_s": round(outcome.wall_s, 4),
+        "final_loss": outcome.final_loss,
+        "min_attn": outcome.min_attn,
+        "T_1": outcome.T_1,
+        "T_eps": outcome.T_eps,
+        "eps": cfg.train.eps,
+        **{f"final_{k}": v for k, v in outcome.test_errors.items()},
+        **theory.as_dict(),
+        "K": problem.features.K,
+        "d": problem.features.d,
+        "N": cfg.prompt.N,
+        "lr": cfg.train.lr,
+        "task": cfg.task.kind,
+        "engine": cfg.engine.kind,
+        "seed": cfg.seed,
+        "config_hash": cfg.config_hash(),
+        "versions": versions(),
+        "error": outcome.error,
+    }
+    if run_dir is not None:
+        atomic_write_parquet(run_dir / METRICS_FILE, table)
+        atomic_write_json(run_dir / SUMMARY_FILE, summary)
+    return Run(cfg, summary, metrics_frame(table), run_dir)
+
+
+def load_run(path: str | Path) -> Run:
+    """Load a run directory written by ``run``."""
+    p = Path(path)
+    if not (p / SUMMARY_FILE).is_file():
+        raise UserInputError(f"{path}: not a run directory (no {SUMMARY_FILE})")
+    cfg = load_config(p / CONFIG_FILE)
+    metrics = (
+        metrics_frame(read_metrics_table(p)) if (p / METRICS_FILE).is_file() else pd.DataFrame()
+    )
+    return Run(cfg, read_summary(p), metrics, p)

@@ -1,0 +1,48 @@
+"""What every engine gives the trainer: parameters, one forward+backward, metrics and tests."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import torch
+
+
+def make_generator(seed: int, stream: str) -> torch.Generator:
+    """A CPU generator for one named random stream of a run (features, counts, tests, ...)."""
+    digest = hashlib.sha256(f"{seed}:{stream}".encode()).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") & (2**63 - 1))
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        from ..errors import ConfigError
+
+        raise ConfigError("engine.device", "cuda was asked for but no CUDA device is available (allowed: auto, cpu)")
+    return torch.device(name)
+
+
+@dataclass
+class StepOutput:
+    loss: float  # the training objective at the current parameters (before the update)
+    attn: torch.Tensor  # (K, K): attn[k, n] = Attn_{k->n}; the diagonal is Attn_k
+
+
+class Engine:
+    """Interface. ``forward_backward`` fills .grad of ``parameters()`` and returns the step output."""
+
+    def parameters(self) -> list[torch.Tensor]:
+        raise NotImplementedError
+
+    def forward_backward(self) -> StepOutput:
+        raise NotImplementedError
+
+    def scores(self) -> torch.Tensor:
+        """(K, K): scores[k, n] = v_n^T Q v_k, so A_k = scores[k, k] and B_{k,n} = scores[k, n]."""
+        raise NotImplementedError
+
+    def test_errors(self) -> dict[str, float]:
+        """Prediction error 1/2 E[(y_hat - f(x_q))^2] on functions never used in training."""
+        raise NotImplementedError

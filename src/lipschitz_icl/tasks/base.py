@@ -1,0 +1,119 @@
+"""Task classes: distributions over functions f: R^d -> R whose Lipschitz constant is at most L.
+
+A class samples a batch of functions from a torch.Generator (as a dict of parameter tensors
+with a leading function axis), evaluates them on points, certifies their Lipschitz bound, and
+gives its kernel Sigma_nm = E_f[f(v_n) f(v_m)] on a feature set (closed form where one exists,
+otherwise a Monte-Carlo estimate with its standard error).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+
+from ..errors import ConfigError, TaskEvaluationError
+
+Funcs = dict[str, torch.Tensor]  # parameters of n functions, each with leading axis n
+
+_REGISTRY: dict[str, type[TaskClass]] = {}
+
+
+@dataclass(frozen=True)
+class KernelEstimate:
+    sigma: torch.Tensor  # Sigma (K x K)
+    se: torch.Tensor  # elementwise standard error (zeros when exact)
+    samples: int  # Monte-Carlo functions used (0 when exact)
+    F: torch.Tensor | None = None  # (samples, K) values f(v_k) behind a Monte-Carlo estimate
+
+
+class TaskClass:
+    """Base class. Subclasses set ``name`` and ``defaults`` and implement sample/evaluate."""
+
+    name: ClassVar[str] = ""
+    defaults: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, L: float, d: int, **params: Any) -> None:
+        self.L = float(L)  # the class's Lipschitz bound L
+        self.d = int(d)
+        unknown = sorted(set(params) - set(self.defaults))
+        if unknown:
+            allowed = ", ".join(self.defaults) or "none"
+            raise ConfigError(f"task.params.{unknown[0]}", f"unknown option for {self.name} (allowed: {allowed})")
+        merged = dict(self.defaults)
+        for key, value in params.items():
+            default = self.defaults[key]
+            if isinstance(default, bool) or not isinstance(default, int | float):
+                merged[key] = value
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise ConfigError(f"task.params.{key}", f"must be a finite number (got {value!r})")
+            if value <= 0:
+                raise ConfigError(f"task.params.{key}", f"must be > 0 (got {value!r})")
+            if isinstance(default, int) and not float(value).is_integer():
+                raise ConfigError(f"task.params.{key}", f"must be an integer (got {value!r})")
+            merged[key] = type(default)(value)
+        self.params = merged
+
+    # -- to implement -------------------------------------------------------------------
+    def sample(self, n: int, gen: torch.Generator, dtype: torch.dtype, device: torch.device | str = "cpu") -> Funcs:
+        raise NotImplementedError
+
+    def evaluate(self, funcs: Funcs, x: torch.Tensor) -> torch.Tensor:
+        """f_i(x_ij): x of shape (n, m, d) -> (n, m)."""
+        raise NotImplementedError
+
+    def lipschitz(self, funcs: Funcs) -> torch.Tensor:
+        """A certified Lipschitz bound of each function (n,); at most L."""
+        return torch.full((_count(funcs),), self.L)
+
+    def exact_kernel(self, V: torch.Tensor) -> torch.Tensor | None:
+        """Sigma in closed form on features V (d x K), or None."""
+        return None
+
+    # -- provided -----------------------------------------------------------------------
+    def values_on(self, funcs: Funcs, V: torch.Tensor) -> torch.Tensor:
+        """F_ik = f_i(v_k): (n, K). Raises TaskEvaluationError on non-finite values."""
+        n = _count(funcs)
+        F = self.evaluate(funcs, V.T.unsqueeze(0).expand(n, -1, -1))
+        return check_finite(F, self.name)
+
+    def kernel(self, V: torch.Tensor, gen: torch.Generator, samples: int = 4096) -> KernelEstimate:
+        exact = self.exact_kernel(V)
+        if exact is not None:
+            return KernelEstimate(exact, torch.zeros_like(exact), 0)
+        F = self.values_on(self.sample(samples, gen, V.dtype, V.device), V)
+        prods = F.unsqueeze(2) * F.unsqueeze(1)  # (M, K, K)
+        sigma = prods.mean(0)
+        se = prods.std(0) / math.sqrt(samples)
+        return KernelEstimate(sigma, se, samples, F)
+
+
+def check_finite(values: torch.Tensor, name: str) -> torch.Tensor:
+    if not torch.isfinite(values).all():
+        raise TaskEvaluationError(f"task class {name!r} returned NaN or infinite values")
+    return values
+
+
+def _count(funcs: Funcs) -> int:
+    return next(iter(funcs.values())).shape[0]
+
+
+def register_task(cls: type[TaskClass]) -> type[TaskClass]:
+    """Class decorator: make a TaskClass subclass available as ``task.kind: <cls.name>``."""
+    if not (isinstance(cls, type) and issubclass(cls, TaskClass)) or not cls.name:
+        raise TypeError("register_task takes a TaskClass subclass with a non-empty name")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def task_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def make_task(kind: str, L: float, d: int, params: dict[str, Any] | None = None) -> TaskClass:
+    if kind not in _REGISTRY:
+        raise ConfigError("task.kind", f"{kind!r} is not registered (known: {', '.join(task_names())})")
+    return _REGISTRY[kind](L, d, **(params or {}))

@@ -1,0 +1,113 @@
+"""The built-in task classes: linear, relu_net, rbf, sinusoid, norm."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .base import Funcs, TaskClass, register_task
+
+
+def _randn(gen: torch.Generator, *shape: int, dtype: torch.dtype, device) -> torch.Tensor:
+    return torch.randn(*shape, generator=gen, dtype=dtype, device=device)
+
+
+@register_task
+class Linear(TaskClass):
+    """f(x) = w^T x, w uniform on the sphere of radius L."""
+
+    name = "linear"
+
+    def sample(self, n, gen, dtype, device="cpu") -> Funcs:
+        w = _randn(gen, n, self.d, dtype=dtype, device=device)
+        return {"w": self.L * w / w.norm(dim=1, keepdim=True)}
+
+    def evaluate(self, funcs, x):
+        return torch.einsum("nmd,nd->nm", x, funcs["w"])
+
+    def lipschitz(self, funcs):
+        return funcs["w"].norm(dim=1)
+
+    def exact_kernel(self, V):
+        return (self.L**2 / self.d) * (V.T @ V)  # E[w w^T] = (L^2/d) I
+
+
+@register_task
+class ReluNet(TaskClass):
+    """f(x) = W2 relu(W1 x + b1), rescaled so that ||W2||_2 ||W1||_2 = L."""
+
+    name = "relu_net"
+    defaults = {"width": 32, "bias": 1.0}
+
+    def sample(self, n, gen, dtype, device="cpu") -> Funcs:
+        h, d = self.params["width"], self.d
+        W1 = _randn(gen, n, h, d, dtype=dtype, device=device) / math.sqrt(d)
+        b1 = self.params["bias"] * _randn(gen, n, h, dtype=dtype, device=device) / math.sqrt(d)
+        W2 = _randn(gen, n, h, dtype=dtype, device=device) / math.sqrt(h)
+        bound = W2.norm(dim=1) * torch.linalg.matrix_norm(W1, ord=2)
+        return {"W1": W1, "b1": b1, "W2": W2 * (self.L / bound).unsqueeze(1)}
+
+    def evaluate(self, funcs, x):
+        hidden = torch.relu(torch.einsum("nhd,nmd->nmh", funcs["W1"], x) + funcs["b1"].unsqueeze(1))
+        return torch.einsum("nmh,nh->nm", hidden, funcs["W2"])
+
+    def lipschitz(self, funcs):
+        return funcs["W2"].norm(dim=1) * torch.linalg.matrix_norm(funcs["W1"], ord=2)
+
+
+@register_task
+class RBF(TaskClass):
+    """f(x) = sum_j a_j exp(-||x - c_j||^2 / (2 s^2)), scaled to the certified bound
+    e^{-1/2} / s * sum_j |a_j| = L."""
+
+    name = "rbf"
+    defaults = {"centers": 8, "width": 0.5, "spread": 1.0}
+
+    def sample(self, n, gen, dtype, device="cpu") -> Funcs:
+        J, d = self.params["centers"], self.d
+        c = self.params["spread"] * _randn(gen, n, J, d, dtype=dtype, device=device) / math.sqrt(d)
+        a = _randn(gen, n, J, dtype=dtype, device=device)
+        bound = a.abs().sum(1) * math.exp(-0.5) / self.params["width"]
+        return {"c": c, "a": a * (self.L / bound).unsqueeze(1)}
+
+    def evaluate(self, funcs, x):
+        s = self.params["width"]
+        r2 = torch.cdist(x, funcs["c"]) ** 2  # (n, m, J)
+        return torch.einsum("nmj,nj->nm", torch.exp(-r2 / (2 * s * s)), funcs["a"])
+
+    def lipschitz(self, funcs):
+        return funcs["a"].abs().sum(1) * math.exp(-0.5) / self.params["width"]
+
+
+@register_task
+class Sinusoid(TaskClass):
+    """f(x) = L / ||omega|| * sin(omega^T x + phi), omega ~ N(0, freq^2 I / d), phi ~ U[0, 2 pi)."""
+
+    name = "sinusoid"
+    defaults = {"freq": 2.0}
+
+    def sample(self, n, gen, dtype, device="cpu") -> Funcs:
+        omega = self.params["freq"] * _randn(gen, n, self.d, dtype=dtype, device=device) / math.sqrt(self.d)
+        phi = 2 * math.pi * torch.rand(n, generator=gen, dtype=dtype, device=device)
+        return {"omega": omega, "phi": phi}
+
+    def evaluate(self, funcs, x):
+        omega = funcs["omega"]
+        arg = torch.einsum("nmd,nd->nm", x, omega) + funcs["phi"].unsqueeze(1)
+        return (self.L / omega.norm(dim=1)).unsqueeze(1) * torch.sin(arg)
+
+
+@register_task
+class Norm(TaskClass):
+    """f(x) = L ||x - c||, c ~ N(0, spread^2 I / d)."""
+
+    name = "norm"
+    defaults = {"spread": 1.0}
+
+    def sample(self, n, gen, dtype, device="cpu") -> Funcs:
+        c = self.params["spread"] * _randn(gen, n, self.d, dtype=dtype, device=device) / math.sqrt(self.d)
+        return {"c": c}
+
+    def evaluate(self, funcs, x):
+        return self.L * (x - funcs["c"].unsqueeze(1)).norm(dim=-1)
