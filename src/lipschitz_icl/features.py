@@ -5,6 +5,7 @@ A token of feature z is x = v_z + sigma * xi with xi ~ N(0, I_d / d) (DESIGN.md)
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,7 +72,9 @@ def load_feature_file(path: str | Path) -> np.ndarray:
         if suffix == ".npy":
             arr = np.load(p, allow_pickle=False)
         elif suffix == ".csv":
-            arr = np.loadtxt(p, delimiter=",", dtype=np.float64, ndmin=2)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # an empty file is reported below, by shape
+                arr = np.loadtxt(p, delimiter=",", dtype=np.float64, ndmin=2)
         else:
             raise ConfigError(field, f"{path}: unsupported file type (allowed: .npy, .csv)")
     except ConfigError:

@@ -63,10 +63,13 @@ def train(
     last_loss = last_attn = None
     test_errors: dict[str, float] = {}
     step = 0
+    loss_0 = None
     try:
         for step in range(tc.steps + 1):
             out = engine.forward_backward()
-            if not math.isfinite(out.loss) or out.loss > tc.diverge_loss:
+            if loss_0 is None:
+                loss_0 = max(out.loss, 1e-300) if math.isfinite(out.loss) else math.inf
+            if not math.isfinite(out.loss) or out.loss > tc.diverge_factor * loss_0:
                 status = "diverged"
                 break
             attn_min = float(torch.diagonal(out.attn).min())

@@ -1,6 +1,14 @@
 """Task classes and their registry. Add your own with ``@register_task`` (see README)."""
 
 from . import builtin as _builtin  # noqa: F401  (registers the built-in classes)
-from .base import Funcs, KernelEstimate, TaskClass, check_finite, make_task, register_task, task_names
+from .base import (
+    Funcs,
+    KernelEstimate,
+    TaskClass,
+    check_finite,
+    make_task,
+    register_task,
+    task_names,
+)
 
 __all__ = ["Funcs", "KernelEstimate", "TaskClass", "check_finite", "make_task", "register_task", "task_names"]

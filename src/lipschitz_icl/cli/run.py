@@ -1,0 +1,80 @@
+"""``lipschitz-icl run``: train once and write a run directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from ..api import run as run_api
+from ..config import default_config, load_config
+from .common import (
+    err,
+    fail,
+    out,
+    progress_bar,
+    sigterm_as_interrupt,
+    split_config_and_overrides,
+    user_errors,
+)
+
+SUMMARY_ROWS = [
+    ("status", "status"), ("steps", "steps"), ("wall time (s)", "wall_s"), ("final loss", "final_loss"),
+    ("test error (unseen f)", "final_test_error"), ("min_k Attn_k", "min_attn"), ("T_1", "T_1"),
+    ("T_eps", "T_eps"), ("Delta", "Delta"), ("delta", "delta"), ("L", "L"), ("L*", "L_star"),
+    ("regime", "regime"),
+]
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return "-" if v is None else str(v)
+
+
+def summary_table(summary: dict, title: str) -> Table:
+    table = Table(title=title, show_header=False)
+    for label, key in SUMMARY_ROWS:
+        table.add_row(label, _fmt(summary.get(key)))
+    if summary.get("error"):
+        table.add_row("error", summary["error"])
+    return table
+
+
+def run_command(
+    config: str = typer.Argument(None, help="YAML config file (omit for the defaults)."),
+    overrides: list[str] = typer.Argument(None, help="Overrides as key.sub=value, e.g. task.L=1 train.lr=0.5"),
+    out_dir: Path = typer.Option(None, "--out", "-o", help="Run directory (default: runs/<name>)."),
+    force: bool = typer.Option(False, "--force", help="Write into --out even if it holds files."),
+    print_config: bool = typer.Option(False, "--print-config", help="Print the resolved config and exit."),
+) -> None:
+    """Train the one-layer softmax-attention model once and record its attention dynamics.
+
+    Writes config.yaml (resolved), metrics.parquet (tidy: step, metric, k, n, value) and
+    summary.json into the run directory. Exit code 0 for converged/budget/diverged runs,
+    130 when interrupted, 1 when the run failed, 2 for bad input.
+    """
+    with user_errors():
+        config, overrides = split_config_and_overrides(config, overrides)
+        cfg = load_config(config, overrides) if (config or overrides) else default_config()
+        if print_config:
+            out.print(cfg.to_yaml(), end="", highlight=False, markup=False)
+            return
+        with progress_bar() as bar, sigterm_as_interrupt():
+            task = bar.add_task("training", total=cfg.train.steps, info="")
+
+            def progress(step: int, loss: float, attn_min: float) -> None:
+                bar.update(task, completed=step, info=f"loss {loss:.3e}  min Attn_k {attn_min:.3f}")
+
+            try:
+                result = run_api(cfg, out=out_dir, force=force, progress=progress)
+            except OSError as e:
+                fail(f"cannot write the run: {e}", 1)
+    out.print(summary_table(result.summary, f"run {result.dir}"))
+    status = result.summary["status"]
+    if status == "failed":
+        err.print(f"[red]run failed:[/] {result.summary.get('error')}")
+        raise typer.Exit(1)
+    if status == "interrupted":
+        raise typer.Exit(130)

@@ -1,0 +1,21 @@
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).parent))  # so tests can import their plugin modules
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture
+def quickstart_path() -> Path:
+    return ROOT / "configs" / "quickstart.yaml"
+
+
+@pytest.fixture
+def small_overrides() -> list[str]:
+    """A short run: few steps, so tests stay fast."""
+    return ["train.steps=60", "train.log_every=5", "engine.draws=64", "eval.functions=64"]
