@@ -33,6 +33,7 @@ class FeaturesConfig(_Strict):
     probs: Literal["uniform", "imbalanced"] | list[float] = "uniform"  # p_k
     p_max: float = Field(0.5, gt=0, lt=1, description="p of the dominant feature (imbalanced)")
     noise: float = Field(0.0, ge=0, le=1e6, description="token noise sigma")
+    scale: float = Field(1.0, gt=0, le=1e6, description="multiply every v_k by this (scales Delta)")
 
 
     @model_validator(mode="before")
@@ -113,6 +114,9 @@ class TrainConfig(_Strict):
     lr: float = Field(1.0, gt=0, description="step size eta")
     steps: int = Field(20_000, ge=1, le=100_000_000, description="step budget")
     eps: float = Field(1e-3, gt=0, description="target loss epsilon")
+    eps_mode: Literal["absolute", "relative"] = Field(
+        "absolute", description="stop at loss <= eps, or at loss <= eps * initial loss"
+    )
     log_every: int = Field(10, ge=1, description="record metrics every this many steps")
     diverge_factor: float = Field(1e4, gt=1, description="diverged: loss above this times the initial loss")
 

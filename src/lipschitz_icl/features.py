@@ -133,6 +133,7 @@ def make_features(cfg, gen: torch.Generator, dtype: torch.dtype = torch.float64)
             raise ConfigError(
                 "features.path", f"{cfg.path}: shape {rows.shape} does not match K={K}, d={d}"
             )
+    rows = rows * cfg.scale
     norms = np.linalg.norm(rows[:, None, :] - rows[None, :, :], axis=-1)
     if (norms + np.eye(K)).min() <= 0:
         raise ConfigError("features", "two features coincide: Delta would be 0")

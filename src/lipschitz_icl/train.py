@@ -30,7 +30,7 @@ class TrainOutcome:
     final_loss: float | None
     min_attn: float | None  # final min_k Attn_k
     T_1: int | None  # first step with min_k Attn_k >= analysis.t1_level
-    T_eps: int | None  # first step with loss <= eps
+    T_eps: int | None  # first step with loss <= eps (eps times the initial loss when eps_mode=relative)
     test_errors: dict[str, float] = field(default_factory=dict)
     error: str | None = None
 
@@ -69,13 +69,14 @@ def train(
             out = engine.forward_backward()
             if loss_0 is None:
                 loss_0 = max(out.loss, 1e-300) if math.isfinite(out.loss) else math.inf
+                eps = tc.eps * loss_0 if tc.eps_mode == "relative" else tc.eps
             if not math.isfinite(out.loss) or out.loss > tc.diverge_factor * loss_0:
                 status = "diverged"
                 break
             attn_min = float(torch.diagonal(out.attn).min())
             if T_1 is None and attn_min >= cfg.analysis.t1_level:
                 T_1 = step
-            done = out.loss <= tc.eps
+            done = out.loss <= eps
             last_loss, last_attn = out.loss, attn_min
             if step % tc.log_every == 0 or done or step == tc.steps:
                 test_errors = engine.test_errors()
