@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from .reproduce import reproduce_command
 from .run import run_command
 
 app = typer.Typer(
@@ -24,6 +25,7 @@ def _root() -> None:
 
 
 app.command("run")(run_command)
+app.command("reproduce")(reproduce_command)
 
 
 def main() -> None:

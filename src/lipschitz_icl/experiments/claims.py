@@ -1,0 +1,93 @@
+"""Claims, their results and the verdict rule shared by every experiment.
+
+A verdict always comes from numbers: an experiment states its criterion before running,
+measures a statistic, and calls ``verdict(supported=..., refuted=...)`` with two booleans
+computed from that statistic. Both true, or neither, is ``inconclusive``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE = "supported", "not supported", "inconclusive"
+VERDICTS = (SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE)
+
+# The claims of ../shared/CLAIMS.md, in its words.
+STATEMENTS: dict[str, str] = {
+    "P1": "Two phases: a query's attention to tokens of its own feature rises fast at first, then creeps toward 1.",
+    "P2": "Attention to irrelevant features decays more slowly than the target attention rises, and can oscillate.",
+    "P3": "At convergence every query attends to its own feature (Attn_k -> 1 for all k) and the prediction error "
+    "on functions never seen in training is below eps.",
+    "P4": "The Lipschitz constant L governs the dynamics: a threshold L* of order 1/(Delta delta) separates a flat "
+    "regime (L < L*) from a sharp regime (L > L*).",
+    "P5": "Flat regime: convergence time of order K log(K/eps) / (eta delta^2 L^2 Delta^2), i.e. slopes -2 in L, "
+    "-2 in Delta, -1 in eta, about K log K in K.",
+    "P6": "The flat regime tolerates larger step sizes; the sharp regime has larger gradients and needs smaller ones.",
+    "P7": "With step sizes tuned to each regime, the flat regime converges faster when high accuracy (small eps) is "
+    "asked; when L is large relative to the accuracy asked, the sharp regime is faster.",
+    "P8": "All of this holds beyond orthonormal features and beyond linear functions: for general non-degenerate "
+    "L-Lipschitz functions.",
+    "H1": "Balanced features: two-phase convergence to near-zero error.",
+    "H2": "Imbalanced features: the dominant feature converges first (one phase); the rare features converge later, "
+    "through more phases.",
+    "B1": "Fast phase lasts about 1/(eta L) steps; slow phase about 1/(eta L^2).",
+    "B2": "Above the threshold, error <= eps + O(d/n); below it, eps + O(L^2 d / n) (n: examples).",
+    "B3": "The threshold is about sqrt(d/n).",
+    "B4": "Early on, the target attention alpha obeys d alpha/dt ~ eta sigma'(g) g (1 - alpha) for a score gap g: "
+    "growth toward 1 at a rate of about eta g.",
+    "B5": "Larger L gives more concentrated final attention, lower final loss and faster convergence "
+    "(the write-up's experiment).",
+    "B6": "Linear ICL converges in a single phase with no dependence on L; nonlinear ICL has two.",
+    "B7": "Train with high-L examples first (a curriculum over L) to focus attention faster; small L needs more "
+    "examples.",
+}
+
+
+@dataclass
+class ClaimResult:
+    id: str
+    statement: str
+    criterion: str  # fixed in code before the experiment runs
+    statistic: dict[str, Any]  # the measured numbers the verdict comes from
+    verdict: str  # supported | not supported | inconclusive
+    figures: list[str] = field(default_factory=list)  # paths relative to the output directory
+    runs: list[str] = field(default_factory=list)  # run directories, relative to the output directory
+    notes: str = ""
+    experiment: str = ""
+    wall_s: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return _clean(asdict(self))
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, str):  # numpy / torch scalars
+        try:
+            return _clean(value.item())
+        except (ValueError, AttributeError):
+            return str(value)
+    return value
+
+
+def verdict(supported: bool, refuted: bool) -> str:
+    """The verdict from two conditions computed on the measurements."""
+    if supported and not refuted:
+        return SUPPORTED
+    if refuted and not supported:
+        return NOT_SUPPORTED
+    return INCONCLUSIVE
+
+
+def claim(
+    id: str, criterion: str, statistic: dict, supported: bool, refuted: bool, **kw: Any
+) -> ClaimResult:
+    statement = kw.pop("statement", None) or STATEMENTS.get(id, "")
+    return ClaimResult(id, statement, criterion, statistic, verdict(bool(supported), bool(refuted)), **kw)

@@ -1,0 +1,34 @@
+"""Figures (matplotlib, headless). Not imported by the core."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+
+plt.rcParams.update({"figure.dpi": 110, "axes.grid": True, "grid.alpha": 0.3, "font.size": 9})
+
+
+def figure(ncols: int = 1, nrows: int = 1, width: float = 4.2, height: float = 3.2):
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False)
+    return fig, axes
+
+
+def save(fig, out_dir: Path, stem: str) -> str:
+    """Save as PNG and PDF under out_dir/figures; return the PNG's path relative to out_dir."""
+    fig_dir = Path(out_dir) / "figures"
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    for ext in ("png", "pdf"):
+        fig.savefig(fig_dir / f"{stem}.{ext}")
+    plt.close(fig)
+    return f"figures/{stem}.png"
+
+
+def colors(n: int):
+    cmap = plt.get_cmap("viridis")
+    return [cmap(i / max(1, n - 1) * 0.9) for i in range(n)]

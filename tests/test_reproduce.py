@@ -1,0 +1,76 @@
+"""reproduce: the verdict rule, the report, and every experiment end to end at a tiny size."""
+
+from html.parser import HTMLParser
+
+import pytest
+
+from lipschitz_icl.experiments import experiments_for, run_experiments
+from lipschitz_icl.experiments.claims import INCONCLUSIVE, NOT_SUPPORTED, STATEMENTS, SUPPORTED, VERDICTS, claim, verdict
+from lipschitz_icl.experiments.runner import Context
+from lipschitz_icl.experiments.sizes import TINY
+from lipschitz_icl.report import write_claims_json, write_report_html, write_report_md
+
+
+@pytest.mark.parametrize("slope,expected", [(-2.05, SUPPORTED), (-0.9, NOT_SUPPORTED), (-1.7, INCONCLUSIVE)])
+def test_verdict_returns_each_of_the_three_on_planted_data(slope, expected):
+    # a planted statistic judged by a criterion fixed in advance: slope within 0.2 of -2 supports,
+    # more than 0.5 away refutes, in between is inconclusive
+    assert verdict(abs(slope + 2) <= 0.2, abs(slope + 2) > 0.5) == expected
+
+
+def test_verdict_both_or_neither_is_inconclusive():
+    assert verdict(True, True) == INCONCLUSIVE
+    assert verdict(False, False) == INCONCLUSIVE
+
+
+class _Checker(HTMLParser):
+    VOID = {"meta", "img", "br", "hr", "link", "input"}
+
+    def __init__(self):
+        super().__init__()
+        self.stack, self.errors, self.ids = [], [], set()
+
+    def handle_starttag(self, tag, attrs):
+        self.ids.update(v for k, v in attrs if k == "id")
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag):
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append(f"unexpected </{tag}>")
+        else:
+            self.stack.pop()
+
+
+def test_report_is_valid_html_with_every_claim_and_escapes(tmp_path):
+    from lipschitz_icl import plots
+
+    fig, ax = plots.figure()
+    ax[0][0].plot([0, 1], [0, 1])
+    path = plots.save(fig, tmp_path, "f")
+    claims = [claim(cid, "criterion <b>", {"x": 1.0, "note": "<script>"}, True, False, figures=[path])
+              for cid in STATEMENTS]
+    meta = {"command": "test", "size": "quick", "seed": 0, "wall_s": 1.0, "user": "<img src=x onerror=alert(1)>"}
+    write_claims_json(tmp_path, claims, meta)
+    write_report_md(tmp_path, claims, meta)
+    page = write_report_html(tmp_path, claims, meta, {"cfg": "name: <x>"}).read_text()
+    checker = _Checker()
+    checker.feed(page)
+    assert not checker.errors and checker.stack == []
+    assert set(STATEMENTS) <= checker.ids
+    assert "<script>" not in page and "onerror=alert" not in page.replace("onerror=alert(1)&gt;", "")
+    assert page.count("data:image/png;base64,") == len(STATEMENTS)
+
+
+@pytest.mark.parametrize("suite", ["paper", "blog", "linear"])
+def test_every_experiment_runs_at_tiny_size(tmp_path, suite):
+    ctx = Context(out=tmp_path, quick=True, sizes=TINY)
+    exps = experiments_for([suite])
+    claims = run_experiments(ctx, exps)
+    expected = {cid for e in exps for cid in e.claims}
+    assert {c.id for c in claims} == expected
+    for c in claims:
+        assert c.verdict in VERDICTS
+        assert c.criterion != "(experiment failed)", c.notes
+        assert c.figures and all((tmp_path / f).is_file() for f in c.figures)
+        assert c.statistic
