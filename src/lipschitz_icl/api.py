@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import platform
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,12 +32,13 @@ from .store import (
     atomic_write_json,
     atomic_write_parquet,
     atomic_write_text,
+    deferred_signals,
     prepare_run_dir,
     read_metrics_table,
     read_summary,
 )
 from .theory import theory_of
-from .train import ProgressFn, train
+from .train import ProgressFn, interrupted_outcome, train
 
 
 @dataclass
@@ -105,13 +107,24 @@ def run(
     problem = build_problem(cfg)
     engine = build_engine(problem)
     theory = theory_of(problem)
-    run_dir = prepare_run_dir(out, default_run_name(cfg), force=force) if write else None
+    run_dir = None
+    if write:
+        existed = out is not None and Path(out).exists()
+        run_dir = prepare_run_dir(out, default_run_name(cfg), force=force)
     summary: dict[str, Any] = {"status": "running", "config_hash": cfg.config_hash(), "seed": cfg.seed}
-    if run_dir is not None:
-        atomic_write_text(run_dir / CONFIG_FILE, cfg.to_yaml())
-        atomic_write_json(run_dir / SUMMARY_FILE, summary)
     recorder = Recorder(problem.features.K)
-    outcome = train(cfg, engine, recorder, progress)
+    try:
+        if run_dir is not None:
+            try:
+                with deferred_signals():
+                    atomic_write_text(run_dir / CONFIG_FILE, cfg.to_yaml())
+                    atomic_write_json(run_dir / SUMMARY_FILE, summary)
+            except OSError:
+                _remove_started(run_dir, existed)
+                raise
+        outcome = train(cfg, engine, recorder, progress)
+    except KeyboardInterrupt:  # before training started, or as it returned: keep what was recorded
+        outcome = interrupted_outcome(recorder)
     table = recorder.table()
     summary = {
         "status": outcome.status,
@@ -136,9 +149,34 @@ def run(
         "error": outcome.error,
     }
     if run_dir is not None:
-        atomic_write_parquet(run_dir / METRICS_FILE, table)
-        atomic_write_json(run_dir / SUMMARY_FILE, summary)
+        write_results(run_dir, table, summary)
     return Run(cfg, summary, metrics_frame(table), run_dir)
+
+
+def write_results(run_dir: Path, table, summary: dict[str, Any]) -> None:
+    """metrics.parquet then summary.json, each atomic, with Ctrl-C held back until both are written.
+
+    If metrics.parquet cannot be written (disk full, say), summary.json is still attempted with
+    status ``failed`` and the reason, and the OSError is raised."""
+    with deferred_signals():
+        try:
+            atomic_write_parquet(run_dir / METRICS_FILE, table)
+        except OSError as e:
+            failed = {**summary, "status": "failed", "error": f"cannot write {METRICS_FILE}: {e.strerror or e}"}
+            with contextlib.suppress(OSError):
+                atomic_write_json(run_dir / SUMMARY_FILE, failed)
+            raise
+        atomic_write_json(run_dir / SUMMARY_FILE, summary)
+
+
+def _remove_started(run_dir: Path, existed: bool) -> None:
+    """Undo a run directory whose first files could not be written (nothing half-done is left)."""
+    for name in (CONFIG_FILE, SUMMARY_FILE):
+        with contextlib.suppress(OSError):
+            (run_dir / name).unlink(missing_ok=True)
+    if not existed:
+        with contextlib.suppress(OSError):
+            run_dir.rmdir()
 
 
 def load_run(path: str | Path) -> Run:

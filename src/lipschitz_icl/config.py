@@ -10,19 +10,46 @@ import hashlib
 import importlib
 import json
 import math
+import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from .errors import ConfigError, UserInputError
 
-MAX_ELEMENTS = 2**31  # refuse tensors larger than this many elements (protects memory)
+MAX_ENV = "LIPSCHITZ_ICL_MAX_ELEMENTS"
+# a run whose working set would exceed this many tensor elements (2**29: 4 GiB in float64) is refused
+# before anything is allocated; raise it through the environment on a machine with more memory
+MAX_ELEMENTS = int(os.environ.get(MAX_ENV, "0") or 0) or 2**29
+MAX_CONFIG_VALUES = 100_000  # a config (after YAML aliases are expanded) holds at most this many values
+MAX_CONFIG_DEPTH = 32  # ... nested at most this deep
+MAX_YAML_BYTES = 16 * 2**20  # a config or spec file larger than this is refused unread
+_PLUGIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _numbers_are_numbers(cls, v: Any, info: ValidationInfo) -> Any:
+        """true/false and binary data are not numbers (pydantic would read them as 1, 0, b'1' -> 1)."""
+        ann = cls.model_fields[info.field_name].annotation
+        if ann in (int, float) and isinstance(v, bool | bytes | bytearray):
+            raise ValueError(f"must be a number (got {_short(v)})")
+        return v
 
 
 class FeaturesConfig(_Strict):
@@ -50,14 +77,23 @@ class FeaturesConfig(_Strict):
             data = {**data, "K": arr.shape[0], "d": arr.shape[1]}
         return data
 
-    @field_validator("probs")
+    @field_validator("probs", mode="before")
     @classmethod
-    def _probs(cls, v: Any) -> Any:
-        if isinstance(v, list):
+    def _probs_shape(cls, v: Any) -> Any:
+        allowed = "must be 'uniform', 'imbalanced' or a list of K probabilities"
+        if isinstance(v, str):
+            if v not in ("uniform", "imbalanced"):
+                raise ValueError(f"{allowed} (got {_short(v)})")
+        elif not isinstance(v, list):
+            raise ValueError(f"{allowed} (got {type(v).__name__})")
+        elif not all(isinstance(x, int | float) and not isinstance(x, bool) for x in v):
+            bad = next(x for x in v if not isinstance(x, int | float) or isinstance(x, bool))
+            raise ValueError(f"{allowed}; {_short(bad)} is not a number")
+        else:  # p_k: explicit probabilities
             if not all(math.isfinite(x) and x >= 0 for x in v):
                 raise ValueError("explicit probabilities must be finite and >= 0")
-            if abs(sum(v) - 1.0) > 1e-6:
-                raise ValueError(f"explicit probabilities must sum to 1 (they sum to {sum(v):g})")
+            if abs(math.fsum(v) - 1.0) > 1e-6:
+                raise ValueError(f"explicit probabilities must sum to 1 (they sum to {math.fsum(v):g})")
         return v
 
     @model_validator(mode="after")
@@ -69,9 +105,10 @@ class FeaturesConfig(_Strict):
         if self.kind == "file" and not self.path:
             raise ConfigError("features.path", "features.kind=file needs a .npy or .csv path")
         if isinstance(self.probs, list) and len(self.probs) != self.K:
-            raise ConfigError("features.probs", f"lists {len(self.probs)} values but K={self.K}")
-        if self.K * self.d > MAX_ELEMENTS:
-            raise ConfigError("features.d", f"K*d = {self.K * self.d} is too large (at most {MAX_ELEMENTS})")
+            raise ConfigError("features.probs", f"must list K={self.K} probabilities (got {len(self.probs)})")
+        if 4 * self.K * self.d > MAX_ELEMENTS:
+            raise ConfigError("features.d", f"the K x d features (K={self.K}, d={self.d}) would need about "
+                              f"{4 * self.K * self.d:.3g} elements in memory (at most {MAX_ELEMENTS:.3g})")
         return self
 
 
@@ -81,7 +118,7 @@ class PromptConfig(_Strict):
 
 class TaskConfig(_Strict):
     kind: str = Field("linear", description="task class: a registered name")
-    L: float = Field(2.0, gt=0, description="Lipschitz bound L")
+    L: float = Field(2.0, gt=0, le=1e6, description="Lipschitz bound L")
     label_noise: float = Field(0.0, ge=0, le=1e6, description="label noise tau")
     params: dict[str, Any] = Field(default_factory=dict, description="class-specific options")
     kernel_samples: int = Field(4096, ge=2, le=10_000_000, description="Monte-Carlo functions for Sigma")
@@ -154,11 +191,18 @@ class Config(_Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str | None) -> str | None:
-        if v is not None:
-            import re
+        # a run name becomes a folder name: no separators, no leading dot, so it cannot escape
+        if v is not None and not _RUN_NAME.fullmatch(v):
+            raise ValueError("may use letters, digits, '.', '_' and '-', must start with a letter or digit "
+                             "(at most 128 characters)")
+        return v
 
-            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", v):
-                raise ValueError("name may use letters, digits, '.', '_' and '-' (max 128)")
+    @field_validator("plugins")
+    @classmethod
+    def _plugins(cls, v: list[str]) -> list[str]:
+        for mod in v:
+            if not _PLUGIN_NAME.fullmatch(mod) or len(mod) > 200:
+                raise ValueError(f"{_short(mod)} is not a module name (allowed: dotted Python identifiers)")
         return v
 
     @model_validator(mode="after")
@@ -174,11 +218,46 @@ class Config(_Strict):
             raise ConfigError(
                 "eval.other_class", f"{self.eval.other_class!r} is not registered (known: {', '.join(names)})"
             )
-        if self.engine.kind == "sampled":
-            size = self.engine.batch * (self.prompt.N + 1) * self.features.d
-            if size > MAX_ELEMENTS:
-                raise ConfigError("engine.batch", f"batch*(N+1)*d = {size} is too large (at most {MAX_ELEMENTS})")
+        self._check_sizes()
         return self
+
+    def _check_sizes(self) -> None:
+        """Refuse, before anything is allocated, a run whose working set would exceed MAX_ELEMENTS.
+
+        Each estimate counts the largest tensors of a stage times the copies that live at once
+        (activations, autograd buffers), so the limit bounds the memory a run needs, not one tensor."""
+        K, d, N = self.features.K, self.features.d, self.prompt.N
+        tasks = {"task.kind": _task(self.task.kind, self.task.L, d, self.task.params)}
+        if self.eval.other_class is not None:
+            tasks["eval.other_class"] = _task(self.eval.other_class, self.task.L, d, {})
+        e, t, M = self.engine, self.train, self.eval.functions
+        checks: list[tuple[str, str, int]] = [
+            ("features.K", f"the K x K matrices (Sigma, attention, distances; K={K})", 8 * K * K),
+            ("features.d", f"the d x d key-query matrix Q (d={d})", 4 * d * d),
+        ]
+        if e.kind == "sampled":
+            points = N + 1  # context tokens and the query
+            for field, n, what in (("engine.batch", e.batch, "a batch of prompts"), ("eval.functions", M,
+                                                                                     "the test prompts")):
+                for name, task in tasks.items():
+                    size = 4 * max(n * points * d, task.elements(n, points))
+                    checks.append((field, f"{what} ({field.split('.')[1]}={n}, N+1={points}, d={d}, "
+                                   f"{name}={getattr(task, 'name', '?')})", size))
+        else:
+            if e.counts == "multinomial":
+                checks.append(("engine.draws", f"the kernel engine's count draws (draws={e.draws}, K={K})",
+                               8 * e.draws * K))
+                checks.append(("engine.draws", f"the multinomial sampling (draws={e.draws}, N={N})", e.draws * N))
+            for task in tasks.values():
+                checks.append(("eval.functions", f"the test functions on the features (functions={M}, K={K}, "
+                               f"d={d})", 2 * task.elements(M, K)))
+        rows = (t.steps // t.log_every + 2) * (2 * K * K + 16)
+        checks.append(("train.log_every", f"the recorded metrics ({rows:.3g} rows: steps={t.steps}, "
+                       f"log_every={t.log_every}, K={K})", 5 * rows))
+        for field, what, size in checks:
+            if size > MAX_ELEMENTS:
+                raise ConfigError(field, f"{what} would need about {size:.3g} elements in memory (at most "
+                                  f"{MAX_ELEMENTS:.3g}; choose smaller sizes, or raise {MAX_ENV} on a larger machine)")
 
     @property
     def resample(self) -> bool:
@@ -196,15 +275,52 @@ class Config(_Strict):
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
 
 
+def _task(kind: str, L: float, d: int, params: dict) -> Any:
+    """The task class instance (checks its params); a plugin class that fails is named."""
+    from .tasks import make_task
+
+    try:
+        return make_task(kind, L, d, params)
+    except ConfigError:
+        raise
+    except Exception as e:  # noqa: BLE001 - user code: report it as one line
+        raise ConfigError("task.kind", f"task class {kind!r} cannot be created ({type(e).__name__}: {e})") from None
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """repr of a user value, cut to ``limit`` characters (error messages stay one short line)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def import_plugin(module: str) -> None:
-    """Import a user module that registers task classes (named explicitly in ``plugins``)."""
+    """Import a user module that registers task classes (named explicitly in ``plugins``).
+
+    Importing runs the module's code: plugins are code, so only list modules you trust."""
     try:
         importlib.import_module(module)
     except ImportError as e:
         raise ConfigError("plugins", f"module {module!r} cannot be imported ({e})") from None
+    except Exception as e:  # noqa: BLE001 - a plugin that fails on import is reported, not a crash
+        raise ConfigError("plugins", f"module {module!r} failed while importing ({type(e).__name__}: {e})") from None
 
 
 # --------------------------------------------------------------------------- loading
+
+
+_UNION_TAG = re.compile(r"(literal|list|dict|set|tuple|function-\w+)\[.*\]|int|float|str|bool|none")
+
+
+def _loc(parts: tuple, keys: bool = False) -> str:
+    """A dotted field path; a key that is not a plain name is shown as its repr. Unless the error is
+    about a key (``keys``), the tags pydantic adds for the members of a union are left out."""
+    out = []
+    for part in parts:
+        if not keys and isinstance(part, str) and _UNION_TAG.fullmatch(part):
+            continue
+        text = str(part)
+        out.append(text if re.fullmatch(r"[A-Za-z0-9_]{1,60}", text) else _short(part, 40))
+    return ".".join(out) or "config"
 
 
 def _format_validation_error(err: ValidationError) -> ConfigError:
@@ -212,7 +328,7 @@ def _format_validation_error(err: ValidationError) -> ConfigError:
     inner = (first.get("ctx") or {}).get("error")
     if isinstance(inner, ConfigError):
         return inner
-    loc = ".".join(str(p) for p in first["loc"]) or "config"
+    loc = _loc(first["loc"], keys=first["type"] in ("extra_forbidden", "string_type"))
     msg = first["msg"]
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
@@ -224,10 +340,12 @@ def _format_validation_error(err: ValidationError) -> ConfigError:
             msg += f" (allowed: {', '.join(allowed)})"
     elif first["type"] == "missing":
         msg = "required key is missing"
-    elif "input" in first and first["type"] not in ("value_error",) and not isinstance(
-        first["input"], dict | list
-    ):
-        msg += f" (got {first['input']!r})"
+    elif first["type"] in ("model_type", "model_attributes_type", "dict_type"):
+        allowed = _allowed_keys(first["loc"])
+        got = type(first.get("input")).__name__
+        msg = f"must be a section of keys (got {got})" + (f"; allowed keys: {', '.join(allowed)}" if allowed else "")
+    elif "input" in first and first["type"] not in ("value_error",) and not isinstance(first["input"], dict | list):
+        msg += f" (got {_short(first['input'])})"
     return ConfigError(loc, msg)
 
 
@@ -242,12 +360,32 @@ def _allowed_keys(loc: tuple) -> list[str]:
     return list(model.model_fields)
 
 
+def check_shape(data: Any, what: str = "config") -> None:
+    """Refuse data nested deeper than MAX_CONFIG_DEPTH or holding more than MAX_CONFIG_VALUES values
+    (YAML aliases can make a small file expand exponentially: this stops at the budget)."""
+    budget = MAX_CONFIG_VALUES
+    stack = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        budget -= 1
+        if budget < 0:
+            raise ConfigError(what, f"holds more than {MAX_CONFIG_VALUES} values (YAML aliases expanded)")
+        if depth > MAX_CONFIG_DEPTH:
+            raise ConfigError(what, f"is nested more than {MAX_CONFIG_DEPTH} levels deep")
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+            stack.extend((k, depth + 1) for k in node)
+        elif isinstance(node, list | tuple | set):
+            stack.extend((v, depth + 1) for v in node)
+
+
 def validate_config(data: Any) -> Config:
     """Validate a plain mapping into a Config, raising ConfigError with one clear line."""
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError("config", f"must be a mapping of keys to values (got {type(data).__name__})")
+    check_shape(data)
     try:
         return Config.model_validate(data)
     except ValidationError as e:
@@ -260,21 +398,26 @@ def read_yaml(path: str | Path) -> Any:
     """Read a YAML file with the safe loader; every failure is a UserInputError naming the file."""
     p = Path(path)
     if not p.is_file():
-        raise UserInputError(f"{path}: no such file")
+        raise UserInputError(f"{path}: no such file" if not p.exists() else f"{path}: not a file")
     try:
+        if p.stat().st_size > MAX_YAML_BYTES:
+            raise UserInputError(f"{path}: larger than {MAX_YAML_BYTES // 2**20} MiB, too large for a config")
         text = p.read_bytes().decode("utf-8")
     except UnicodeDecodeError:
         raise UserInputError(f"{path}: not UTF-8 text") from None
     except OSError as e:
         raise UserInputError(f"{path}: cannot be read ({e.strerror})") from None
     try:
-        return yaml.safe_load(text)
+        data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise UserInputError(f"{path}: malformed YAML{where}") from None
+        problem = getattr(e, "problem", None) or ""
+        raise UserInputError(f"{path}: malformed YAML{where}" + (f" ({problem})" if problem else "")) from None
     except RecursionError:
         raise UserInputError(f"{path}: YAML nested too deeply") from None
+    check_shape(data, str(path))
+    return data
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -284,7 +427,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     key, _, raw = text.partition("=")
     parts = key.strip().split(".")
     if not all(parts):
-        raise UserInputError(f"override {text!r}: empty key")
+        raise UserInputError(f"override {text!r}: empty key name (expected key.sub=value)")
     try:
         value = yaml.safe_load(raw) if raw.strip() else None
     except yaml.YAMLError:

@@ -61,31 +61,58 @@ class FeatureSet:
         return x
 
 
+MAX_FILE_ELEMENTS = 2**26  # a feature file holds at most this many numbers (K*d)
+MAX_CSV_BYTES = 256 * 2**20
+
+
+def _npy_shape(p: Path) -> tuple[tuple[int, ...], np.dtype]:
+    """Read only the header of a .npy file: its shape and dtype, before any data is loaded."""
+    with open(p, "rb") as fh:
+        version = np.lib.format.read_magic(fh)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
+        elif version == (2, 0):
+            shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
+        else:
+            raise ValueError(f"unsupported .npy format version {version}")
+    return shape, dtype
+
+
 def load_feature_file(path: str | Path) -> np.ndarray:
     """Load a (K, d) array of feature vectors from .npy (pickling disabled) or .csv."""
     p = Path(path)
     field = "features.path"
     if not p.is_file():
-        raise ConfigError(field, f"{path}: no such file")
+        raise ConfigError(field, f"{path}: no such file" if not p.exists() else f"{path}: not a file")
     suffix = p.suffix.lower()
+    if suffix not in (".npy", ".csv"):
+        raise ConfigError(field, f"{path}: unsupported file type (allowed: .npy, .csv)")
     try:
         if suffix == ".npy":
+            shape, dtype = _npy_shape(p)  # refuse a huge or pickled array before reading it
+            if dtype.hasobject:
+                raise ConfigError(field, f"{path}: holds pickled objects, which are refused")
+            if int(np.prod(shape, dtype=np.float64)) > MAX_FILE_ELEMENTS:
+                raise ConfigError(field, f"{path}: shape {shape} is too large (at most {MAX_FILE_ELEMENTS} numbers)")
             arr = np.load(p, allow_pickle=False)
-        elif suffix == ".csv":
+        else:
+            if p.stat().st_size > MAX_CSV_BYTES:
+                raise ConfigError(field, f"{path}: larger than {MAX_CSV_BYTES // 2**20} MiB")
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # an empty file is reported below, by shape
-                arr = np.loadtxt(p, delimiter=",", dtype=np.float64, ndmin=2)
-        else:
-            raise ConfigError(field, f"{path}: unsupported file type (allowed: .npy, .csv)")
+                arr = np.loadtxt(p, delimiter=",", dtype=np.float64, ndmin=2, encoding="utf-8")
     except ConfigError:
         raise
+    except UnicodeDecodeError:
+        raise ConfigError(field, f"{path}: not UTF-8 text (a .csv must hold K rows of d numbers)") from None
     except ValueError as e:
         text = str(e)
         if "pickle" in text.lower():
             raise ConfigError(field, f"{path}: holds pickled objects, which are refused") from None
-        raise ConfigError(field, f"{path}: not a numeric array ({text.splitlines()[0][:80]})") from None
-    except (OSError, EOFError) as e:
-        raise ConfigError(field, f"{path}: cannot be read as an array ({e})") from None
+        first = text.splitlines()[0][:80] if text else type(e).__name__
+        raise ConfigError(field, f"{path}: not a numeric array ({first})") from None
+    except (OSError, EOFError, MemoryError) as e:
+        raise ConfigError(field, f"{path}: cannot be read as an array ({type(e).__name__}: {e})") from None
     if not np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.complexfloating):
         raise ConfigError(field, f"{path}: must hold real numbers (got dtype {arr.dtype})")
     if arr.ndim != 2 or arr.shape[0] < 2 or arr.shape[1] < 1:
@@ -121,7 +148,8 @@ def make_features(cfg, gen: torch.Generator, dtype: torch.dtype = torch.float64)
     """Build the FeatureSet a FeaturesConfig describes; random kinds draw from ``gen``."""
     K, d = cfg.K, cfg.d
     if cfg.kind == "orthonormal":
-        rows = np.eye(d)[:K]  # v_k = e_k
+        rows = np.zeros((K, d))
+        rows[np.arange(K), np.arange(K)] = 1.0  # v_k = e_k
     elif cfg.kind == "gaussian":
         g = torch.randn(K, d, generator=gen, dtype=torch.float64).numpy()
         rows = g / np.linalg.norm(g, axis=1, keepdims=True)
@@ -134,9 +162,8 @@ def make_features(cfg, gen: torch.Generator, dtype: torch.dtype = torch.float64)
                 "features.path", f"{cfg.path}: shape {rows.shape} does not match K={K}, d={d}"
             )
     rows = rows * cfg.scale
-    norms = np.linalg.norm(rows[:, None, :] - rows[None, :, :], axis=-1)
-    if (norms + np.eye(K)).min() <= 0:
-        raise ConfigError("features", "two features coincide: Delta would be 0")
+    if np.unique(rows, axis=0).shape[0] < K:  # exact duplicates, without a K x K x d difference tensor
+        raise ConfigError("features", "two features coincide: Delta would be 0 (every v_k must differ)")
     V = torch.as_tensor(rows.T.copy(), dtype=dtype)
     p = torch.as_tensor(_probs(cfg, K), dtype=dtype)
     return FeatureSet(V=V, p=p, noise=float(cfg.noise))

@@ -1,16 +1,21 @@
 """Run directories: ``config.yaml`` (resolved), ``metrics.parquet`` (tidy), ``summary.json``.
 
 Every file is written atomically: to a temporary file in the same folder, flushed and fsynced,
-then renamed over the target, so a reader never sees half a file.
+then renamed over the target (and the folder fsynced), so a reader never sees half a file. A
+failed write removes its temporary file and leaves the previous version of the target intact.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import re
+import signal
 import tempfile
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +27,13 @@ from .errors import UserInputError
 CONFIG_FILE, METRICS_FILE, SUMMARY_FILE = "config.yaml", "metrics.parquet", "summary.json"
 
 
+TMP_SUFFIX = ".tmp"  # temporary files are ``.<name>.<random>.tmp`` beside their target
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that ``path`` holds either its old content or all of ``data``."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -34,6 +43,42 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename durable (POSIX); a no-op where folders cannot be opened (Windows)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def deferred_signals() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back while the block runs (a run's final writes), then deliver them.
+
+    A signal that arrives inside is recorded and re-raised after the block, so Ctrl-C still ends the
+    program, just never between the files of a run. A no-op outside the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    sigs = [signal.SIGINT] + ([signal.SIGTERM] if hasattr(signal, "SIGTERM") else [])
+    old = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in sigs}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+        for s in dict.fromkeys(pending):
+            signal.raise_signal(s)
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -105,3 +105,15 @@ def train(
         test_errors={k: v for k, v in test_errors.items() if math.isfinite(v)},
         error=error,
     )
+
+
+def interrupted_outcome(recorder: Recorder) -> TrainOutcome:
+    """The outcome of a run interrupted outside the training loop: whatever the recorder holds."""
+    df = recorder.frame()
+    steps = int(df.step.max()) if len(df) else 0
+
+    def last(metric: str) -> float | None:
+        rows = df[df.metric == metric]
+        return _finite(float(rows.value.iloc[-1])) if len(rows) else None
+
+    return TrainOutcome("interrupted", steps, 0.0, last("loss"), last("attn_min"), None, None)

@@ -3,24 +3,38 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import click
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ..errors import UserInputError
+from ..errors import TaskEvaluationError, UserInputError
 
 out = Console()  # tables and results
 err = Console(stderr=True)  # progress and messages
 
 
+# characters that would break the one-line message: controls, and what str.splitlines splits on
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def one_line(message: str) -> str:
+    """``message`` as one printable line: control characters and undecodable bytes escaped."""
+    text = message.encode("utf-8", "backslashreplace").decode("utf-8")
+    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 def fail(message: str, code: int = 2) -> None:
-    """Print one line naming what is wrong and exit (2: bad input, 1: runtime failure)."""
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    """Print one line naming what is wrong and exit (2: bad input, 1: runtime failure, 130: interrupted)."""
+    err.print(f"[bold red]error:[/] {escape(one_line(message))}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -65,18 +79,32 @@ def progress_bar(transient: bool = True) -> Progress:
 
 
 def _force_progress() -> bool:
-    import os
-
     return os.environ.get("LIPSCHITZ_ICL_PROGRESS") == "1"
 
 
 @contextlib.contextmanager
 def user_errors() -> Iterator[None]:
-    """Turn the toolkit's input errors into one line and exit code 2."""
+    """Turn every error into one line on stderr and an exit code, never a traceback:
+    bad input (UserInputError, ConfigError) 2; a task class returning NaN, a failed write, any other
+    fault 1; Ctrl-C or SIGTERM 130. LIPSCHITZ_ICL_DEBUG=1 re-raises unexpected errors (traceback)."""
     try:
         yield
+    except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+        raise
     except UserInputError as e:
         fail(str(e), 2)
+    except TaskEvaluationError as e:
+        fail(str(e), 1)
+    except OSError as e:
+        fail(f"I/O error: {e}", 1)
+    except KeyboardInterrupt:
+        fail("interrupted", 130)
+    except MemoryError:
+        fail("out of memory (choose smaller sizes)", 1)
+    except Exception as e:
+        if os.environ.get("LIPSCHITZ_ICL_DEBUG") == "1":
+            raise
+        fail(f"unexpected {type(e).__name__}: {e} (set LIPSCHITZ_ICL_DEBUG=1 for a traceback)", 1)
 
 
 def is_stdout_tty() -> bool:

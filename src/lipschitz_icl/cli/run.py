@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ..api import run as run_api
@@ -12,6 +13,7 @@ from ..config import default_config, load_config
 from .common import (
     err,
     fail,
+    one_line,
     out,
     progress_bar,
     sigterm_as_interrupt,
@@ -36,9 +38,9 @@ def _fmt(v) -> str:
 def summary_table(summary: dict, title: str) -> Table:
     table = Table(title=title, show_header=False)
     for label, key in SUMMARY_ROWS:
-        table.add_row(label, _fmt(summary.get(key)))
+        table.add_row(label, escape(_fmt(summary.get(key))))
     if summary.get("error"):
-        table.add_row("error", summary["error"])
+        table.add_row("error", escape(one_line(str(summary["error"]))))
     return table
 
 
@@ -53,7 +55,8 @@ def run_command(
 
     Writes config.yaml (resolved), metrics.parquet (tidy: step, metric, k, n, value) and
     summary.json into the run directory. Exit code 0 for converged/budget/diverged runs,
-    130 when interrupted, 1 when the run failed, 2 for bad input.
+    130 when interrupted (Ctrl-C or SIGTERM), 1 when the run failed or could not be written,
+    2 for bad input (one line on stderr naming the field or file, no run directory).
     """
     with user_errors():
         config, overrides = split_config_and_overrides(config, overrides)
@@ -71,10 +74,12 @@ def run_command(
                 result = run_api(cfg, out=out_dir, force=force, progress=progress)
             except OSError as e:
                 fail(f"cannot write the run: {e}", 1)
-    out.print(summary_table(result.summary, f"run {result.dir}"))
+            except KeyboardInterrupt:
+                fail("interrupted (the run directory, if any, holds what was written)", 130)
+    out.print(summary_table(result.summary, escape(f"run {result.dir}")))
     status = result.summary["status"]
     if status == "failed":
-        err.print(f"[red]run failed:[/] {result.summary.get('error')}")
+        err.print(f"[red]run failed:[/] {escape(one_line(str(result.summary.get('error'))))}", soft_wrap=True)
         raise typer.Exit(1)
     if status == "interrupted":
         raise typer.Exit(130)

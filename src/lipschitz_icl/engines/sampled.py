@@ -34,7 +34,7 @@ def draw_prompts(
     ids = fs.sample_ids((B, N + 1), gen)
     x = fs.tokens(ids, gen)
     funcs = task.sample(B, gen, x.dtype)
-    y = check_finite(task.evaluate(funcs, x), task.name)
+    y = check_finite(task.evaluate(funcs, x), task.label)
     if tau > 0:
         noise = tau * torch.randn(B, N, generator=gen, dtype=y.dtype)
         y = torch.cat([y[:, :N] + noise, y[:, N:]], dim=1)

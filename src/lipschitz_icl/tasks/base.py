@@ -19,6 +19,8 @@ from ..errors import ConfigError, TaskEvaluationError
 Funcs = dict[str, torch.Tensor]  # parameters of n functions, each with leading axis n
 
 _REGISTRY: dict[str, type[TaskClass]] = {}
+MAX_PARAM = 1e6  # numeric class options (widths, counts, scales) lie in (0, MAX_PARAM]
+_CHUNK_ELEMENTS = 2**24  # Monte-Carlo kernel: products formed in chunks of about this many elements
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,8 @@ class TaskClass:
                 continue
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
                 raise ConfigError(f"task.params.{key}", f"must be a finite number (got {value!r})")
-            if value <= 0:
-                raise ConfigError(f"task.params.{key}", f"must be > 0 (got {value!r})")
+            if not 0 < value <= MAX_PARAM:
+                raise ConfigError(f"task.params.{key}", f"must be in (0, {MAX_PARAM:g}] (got {value!r})")
             if isinstance(default, int) and not float(value).is_integer():
                 raise ConfigError(f"task.params.{key}", f"must be an integer (got {value!r})")
             merged[key] = type(default)(value)
@@ -73,27 +75,57 @@ class TaskClass:
         """Sigma in closed form on features V (d x K), or None."""
         return None
 
+    def elements(self, n: int, m: int) -> int:
+        """An upper bound on the tensor elements ``sample(n)`` and ``evaluate`` on (n, m, d) points
+        hold at once; the config refuses runs whose working set exceeds MAX_ELEMENTS before anything is
+        allocated.
+        Override it when a class's parameters are larger than d per function or point."""
+        return n * m * self.d + n * self.d
+
     # -- provided -----------------------------------------------------------------------
+    @property
+    def label(self) -> str:
+        """The registered name and the Python class, for error messages."""
+        cls = type(self)
+        return f"{self.name!r} ({cls.__module__}.{cls.__qualname__})"
+
     def values_on(self, funcs: Funcs, V: torch.Tensor) -> torch.Tensor:
         """F_ik = f_i(v_k): (n, K). Raises TaskEvaluationError on non-finite values."""
         n = _count(funcs)
         F = self.evaluate(funcs, V.T.unsqueeze(0).expand(n, -1, -1))
-        return check_finite(F, self.name)
+        return check_finite(F, self.label)
 
     def kernel(self, V: torch.Tensor, gen: torch.Generator, samples: int = 4096) -> KernelEstimate:
+        from ..config import MAX_ELEMENTS
+
         exact = self.exact_kernel(V)
         if exact is not None:
-            return KernelEstimate(exact, torch.zeros_like(exact), 0)
+            return KernelEstimate(check_finite(exact, self.label), torch.zeros_like(exact), 0)
+        K = V.shape[1]
+        size = 2 * self.elements(samples, K)
+        if size > MAX_ELEMENTS:
+            raise ConfigError("task.kernel_samples", f"the Monte-Carlo kernel of {self.name!r} would need {size:.3g} "
+                              f"elements (at most {MAX_ELEMENTS:.3g}); lower kernel_samples")
         F = self.values_on(self.sample(samples, gen, V.dtype, V.device), V)
-        prods = F.unsqueeze(2) * F.unsqueeze(1)  # (M, K, K)
-        sigma = prods.mean(0)
-        se = prods.std(0) / math.sqrt(samples)
-        return KernelEstimate(sigma, se, samples, F)
+        # Sigma_nm = mean_i F_in F_im, with an elementwise standard error; rows of Sigma in chunks so the
+        # (M, rows, K) products stay small whatever K
+        sigma, se = torch.empty(K, K, dtype=F.dtype), torch.empty(K, K, dtype=F.dtype)
+        rows = max(1, _CHUNK_ELEMENTS // max(1, samples * K))
+        for start in range(0, K, rows):
+            r = slice(start, min(K, start + rows))
+            prods = F[:, r].unsqueeze(2) * F.unsqueeze(1)  # (M, rows, K)
+            sigma[r] = prods.mean(0)
+            se[r] = prods.std(0) / math.sqrt(samples)
+        check_finite(sigma, self.label)
+        return KernelEstimate(sigma, check_finite(se, self.label), samples, F)
 
 
-def check_finite(values: torch.Tensor, name: str) -> torch.Tensor:
+def check_finite(values: torch.Tensor, label: str) -> torch.Tensor:
+    """``values`` if all finite; else TaskEvaluationError naming the task class (``label``)."""
     if not torch.isfinite(values).all():
-        raise TaskEvaluationError(f"task class {name!r} returned NaN or infinite values")
+        if not label.startswith("'"):
+            label = repr(label)
+        raise TaskEvaluationError(f"task class {label} returned NaN or infinite values")
     return values
 
 

@@ -55,6 +55,10 @@ class ReluNet(TaskClass):
     def lipschitz(self, funcs):
         return funcs["W2"].norm(dim=1) * torch.linalg.matrix_norm(funcs["W1"], ord=2)
 
+    def elements(self, n, m):
+        h = self.params["width"]
+        return n * h * (self.d + 2) + n * m * (self.d + h)  # W1 (n, h, d) and the hidden layer (n, m, h)
+
 
 @register_task
 class RBF(TaskClass):
@@ -78,6 +82,10 @@ class RBF(TaskClass):
 
     def lipschitz(self, funcs):
         return funcs["a"].abs().sum(1) * math.exp(-0.5) / self.params["width"]
+
+    def elements(self, n, m):
+        J = self.params["centers"]
+        return n * J * (self.d + 1) + n * m * (self.d + J)  # centres (n, J, d) and distances (n, m, J)
 
 
 @register_task
