@@ -31,3 +31,24 @@ class Broken(TaskClass):
 
     def evaluate(self, funcs, x):
         return torch.full(x.shape[:2], float("nan"), dtype=x.dtype)
+
+
+@register_task
+class NanLater(TaskClass):
+    """Fine for its first ``good_calls`` evaluations, then NaN: a fault that appears mid-training."""
+
+    name = "test_nan_later"
+    defaults = {"good_calls": 6}
+
+    def __init__(self, L, d, **params):
+        super().__init__(L, d, **params)
+        self.calls = 0
+
+    def sample(self, n, gen, dtype, device="cpu"):
+        w = torch.randn(n, self.d, generator=gen, dtype=dtype)
+        return {"w": w / w.norm(dim=1, keepdim=True)}
+
+    def evaluate(self, funcs, x):
+        self.calls += 1
+        y = self.L * torch.einsum("nmd,nd->nm", x, funcs["w"])
+        return y if self.calls <= self.params["good_calls"] else y * float("nan")

@@ -36,7 +36,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            _write(fh, data, path)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -44,6 +44,11 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
     _fsync_dir(path.parent)
+
+
+def _write(fh, data: bytes, target: Path) -> None:  # noqa: ARG001 - target: for fault injection in tests
+    """The one place bytes reach a file (tests inject disk-full faults here)."""
+    fh.write(data)
 
 
 def _fsync_dir(folder: Path) -> None:

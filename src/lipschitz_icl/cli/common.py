@@ -82,6 +82,13 @@ def _force_progress() -> bool:
     return os.environ.get("LIPSCHITZ_ICL_PROGRESS") == "1"
 
 
+# the CLI framework's own ways out (typer may vendor its own click): never turned into errors
+_CLI_EXITS: tuple[type[BaseException], ...] = tuple(
+    {typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException, click.exceptions.Abort,
+     getattr(getattr(typer, "exceptions", None), "TyperException", typer.Exit)}
+)
+
+
 @contextlib.contextmanager
 def user_errors() -> Iterator[None]:
     """Turn every error into one line on stderr and an exit code, never a traceback:
@@ -89,7 +96,7 @@ def user_errors() -> Iterator[None]:
     fault 1; Ctrl-C or SIGTERM 130. LIPSCHITZ_ICL_DEBUG=1 re-raises unexpected errors (traceback)."""
     try:
         yield
-    except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+    except _CLI_EXITS:
         raise
     except UserInputError as e:
         fail(str(e), 2)

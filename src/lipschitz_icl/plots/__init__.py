@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import matplotlib
@@ -9,6 +10,8 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+
+from ..store import atomic_write_bytes  # noqa: E402
 
 plt.rcParams.update({"figure.dpi": 110, "axes.grid": True, "grid.alpha": 0.3, "font.size": 9})
 
@@ -24,7 +27,9 @@ def save(fig, out_dir: Path, stem: str) -> str:
     fig_dir.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     for ext in ("png", "pdf"):
-        fig.savefig(fig_dir / f"{stem}.{ext}")
+        buf = io.BytesIO()
+        fig.savefig(buf, format=ext)
+        atomic_write_bytes(fig_dir / f"{stem}.{ext}", buf.getvalue())  # never half a figure on disk
     plt.close(fig)
     return f"figures/{stem}.png"
 
