@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import typer
 
+from .analyze import analyze_command
 from .run import run_command
+from .theory import theory_command
 
 app = typer.Typer(
     name="lipschitz-icl",
@@ -24,6 +26,8 @@ def _root() -> None:
 
 
 app.command("run")(run_command)
+app.command("theory")(theory_command)
+app.command("analyze")(analyze_command)
 
 
 def main() -> None:
