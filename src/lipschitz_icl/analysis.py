@@ -9,11 +9,12 @@ Definitions (symbols as in DESIGN.md; every step is a recorded step of the table
     rate       growth rate of the attention over a phase, on the scale where an exponential
                approach to 1 is a straight line: with r(t) = -log(1 - min_k Attn_k(t)),
                rate = (r(t_end) - r(t_start)) / (t_end - t_start), per step.
-               rate_fast over [0, T_1], rate_slow over [T_1, last step].
+               rate_fast over [0, T_1], rate_slow over [T_1, last step], T_1 taken as the last
+               recorded step at or before it.
     n_phases   2 when rate_fast > phase_factor * rate_slow (default factor 3), else 1. A single
                exponential approach to 1 has rate_fast = rate_slow, hence one phase. When T_1 is
-               never reached, or is reached at step 0 (e.g. K = 2 with level 1/2, where
-               Attn_k = 1/2 at Q = 0), only one phase is seen: n_phases = 1.
+               never reached, or comes before the second recorded step (e.g. K = 2 with level
+               1/2, where Attn_k is about 1/2 at Q = 0), only one phase is seen: n_phases = 1.
     oscillations  direction changes of each Attn_{k->n} (n != k) after T_1, counted with
                hysteresis: a turn counts only once the series has moved back by more than
                osc_tol from its running extreme. Summed over all pairs (k, n).
