@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import typer
 
+from .analyze import analyze_command
 from .reproduce import reproduce_command
 from .run import run_command
+from .theory import theory_command
 
 app = typer.Typer(
     name="lipschitz-icl",
@@ -25,6 +27,8 @@ def _root() -> None:
 
 
 app.command("run")(run_command)
+app.command("theory")(theory_command)
+app.command("analyze")(analyze_command)
 app.command("reproduce")(reproduce_command)
 
 
