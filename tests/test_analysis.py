@@ -200,3 +200,24 @@ def test_cli_analyze_bad_paths(tmp_path, make, quickstart_run):
     assert res.exit_code == 2
     assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.output
     assert str(bad) in res.stderr
+
+
+def test_turning_points_are_where_the_extremes_are():
+    from lipschitz_icl.analysis import count_oscillations, turning_points
+
+    x = np.linspace(0, 6 * np.pi, 600)
+    v = np.sin(x)
+    tp = turning_points(v, 0.05)
+    assert len(tp) == count_oscillations(v, 0.05)[0] == 6  # sin over three periods
+    assert np.allclose(np.abs(v[tp]), 1.0, atol=1e-3)
+
+
+def test_count_phases_finds_a_planted_rate_change():
+    from lipschitz_icl.analysis import count_phases
+
+    steps = np.arange(0, 2001)
+    one = 1 - 0.8 * np.exp(-0.01 * steps)  # a single exponential approach: one phase
+    r = np.where(steps < 200, 0.02 * steps, 4.0 + 0.0005 * (steps - 200))  # rate drops 40x at 200
+    two = 1 - np.exp(-r)
+    assert count_phases(steps, one) == 1
+    assert count_phases(steps, two) == 2

@@ -52,46 +52,62 @@ def first_step(steps: Sequence[int] | np.ndarray, values: Sequence[float] | np.n
     return int(s[idx[0]]) if idx.size else None
 
 
-def count_oscillations(values: np.ndarray, tol: float) -> tuple[int, float]:
-    """Direction changes of a series beyond tol (hysteresis), and their amplitude.
+def turning_points(values: np.ndarray, tol: float) -> np.ndarray:
+    """Indices of the turning points of a series, counted with hysteresis beyond tol.
 
     Once the series has moved by more than tol it has a direction; a turn is counted when it
-    retreats by more than tol from its running extreme in that direction. Returns (number of
-    turns, amplitude), amplitude being the largest swing between consecutive turning points
-    (one turn: the smaller of its two legs; no turn: 0).
+    retreats by more than tol from its running extreme in that direction; the turning point is
+    where that extreme was reached. Non-finite values are skipped.
     """
+    return np.asarray(_pivots(values, tol)[0][1:], dtype=np.int64)
+
+
+def _pivots(values: np.ndarray, tol: float) -> tuple[list[int], int]:
+    """(indices of the first leg's start and of each turning point, index of the running extreme)."""
     v = np.asarray(values, dtype=np.float64)
-    v = v[np.isfinite(v)]
-    if v.size < 2:
-        return 0, 0.0
+    idx = np.flatnonzero(np.isfinite(v))
+    if idx.size < 2:
+        return [], -1
     direction = 0
-    hi = lo = ext = v[0]
-    pivots: list[float] = []  # start of the first leg, then each turning point
-    for x in v[1:]:
+    i0 = int(idx[0])
+    hi_i = lo_i = ext_i = i0
+    pivots: list[int] = []
+    for i in idx[1:]:
+        x = v[i]
         if direction == 0:
-            hi, lo = max(hi, x), min(lo, x)
-            if x - lo > tol:
-                direction, ext = 1, x
-                pivots.append(lo)
-            elif hi - x > tol:
-                direction, ext = -1, x
-                pivots.append(hi)
+            hi_i = i if x > v[hi_i] else hi_i
+            lo_i = i if x < v[lo_i] else lo_i
+            if x - v[lo_i] > tol:
+                direction, ext_i = 1, i
+                pivots.append(int(lo_i))
+            elif v[hi_i] - x > tol:
+                direction, ext_i = -1, i
+                pivots.append(int(hi_i))
         elif direction > 0:
-            if x > ext:
-                ext = x
-            elif ext - x > tol:
-                pivots.append(ext)
-                direction, ext = -1, x
+            if x > v[ext_i]:
+                ext_i = i
+            elif v[ext_i] - x > tol:
+                pivots.append(int(ext_i))
+                direction, ext_i = -1, i
         else:
-            if x < ext:
-                ext = x
-            elif x - ext > tol:
-                pivots.append(ext)
-                direction, ext = 1, x
+            if x < v[ext_i]:
+                ext_i = i
+            elif x - v[ext_i] > tol:
+                pivots.append(int(ext_i))
+                direction, ext_i = 1, i
+    return pivots, int(ext_i)
+
+
+def count_oscillations(values: np.ndarray, tol: float) -> tuple[int, float]:
+    """Direction changes of a series beyond tol (hysteresis, see ``turning_points``), and their
+    amplitude: the largest swing between consecutive turning points (one turn: the smaller of
+    its two legs; no turn: 0)."""
+    v = np.asarray(values, dtype=np.float64)
+    pivots, ext_i = _pivots(v, tol)
     turns = max(len(pivots) - 1, 0)
     if turns == 0:
         return 0, 0.0
-    legs = np.abs(np.diff(np.asarray([*pivots, ext])))  # legs[0]: start -> turn 1, legs[-1]: last turn -> end
+    legs = np.abs(np.diff(v[[*pivots, ext_i]]))  # legs[0]: start -> turn 1, legs[-1]: last turn -> end
     if turns == 1:
         return 1, float(min(legs[0], legs[1]))
     return turns, float(legs[1:-1].max())
@@ -179,6 +195,27 @@ def phase_rates(metrics: pd.DataFrame, T_1: int | None, factor: float = PHASE_FA
     return out
 
 
+def count_phases(steps: np.ndarray, attn: np.ndarray, factor: float = PHASE_FACTOR, windows: int = 8) -> int:
+    """Phases of one attention curve, finer than ``n_phases``: the recorded steps are cut into
+    ``windows`` geometric windows, the rate of -log(1 - Attn) is taken in each, and a new phase
+    starts wherever the rate moves by more than ``factor`` from the current phase's rate."""
+    s = np.asarray(steps, dtype=np.float64)
+    a = np.asarray(attn, dtype=np.float64)
+    if s.size < 3:
+        return 1
+    edges = np.unique(np.geomspace(max(s[0], 1.0), s[-1], windows + 1).round())
+    edges[0] = s[0]
+    rates = [phase_rate(s.astype(np.int64), a, int(t0), int(t1)) for t0, t1 in zip(edges[:-1], edges[1:], strict=True)]
+    rates = [r for r in rates if r is not None and r > 0]
+    if not rates:
+        return 1
+    phases, current = 1, rates[0]
+    for r in rates[1:]:
+        if r > factor * current or r < current / factor:
+            phases, current = phases + 1, r
+    return phases
+
+
 # --------------------------------------------------------------------------- the analysis
 
 
@@ -263,6 +300,22 @@ def analyze(
     }
 
 
+def run_eps(config: Any, metrics: pd.DataFrame) -> float:
+    """The absolute eps a run stopped at: train.eps, times the initial loss when eps_mode=relative."""
+    eps = float(config.train.eps)
+    if config.train.eps_mode == "relative":
+        _, loss = scalar(metrics, "loss")
+        eps *= float(loss[0]) if loss.size else 1.0
+    return eps
+
+
+def analyze_run_object(run: Any, osc_tol: float = 1e-4) -> dict[str, Any]:
+    """``analyze`` with a run's own settings (an api.Run: config, summary, metrics)."""
+    cfg = run.config
+    return analyze(run.metrics, run.summary, eps=run_eps(cfg, run.metrics), t1_level=cfg.analysis.t1_level,
+                   eps_attn=cfg.analysis.eps_attn, osc_tol=osc_tol)
+
+
 def analyze_run(run_dir: str | Path, osc_tol: float = 1e-4, write: bool = True) -> dict[str, Any]:
     """Analyse a run directory with its own settings (analysis.t1_level, analysis.eps_attn,
     train.eps) and, with ``write``, save the result as analysis.json beside its metrics."""
@@ -273,11 +326,7 @@ def analyze_run(run_dir: str | Path, osc_tol: float = 1e-4, write: bool = True) 
     run = load_run(run_dir)
     if run.metrics.empty:
         raise UserInputError(f"{run_dir}: the run has no metrics.parquet to analyse")
-    cfg = run.config
-    result = analyze(
-        run.metrics, run.summary, eps=cfg.train.eps, t1_level=cfg.analysis.t1_level,
-        eps_attn=cfg.analysis.eps_attn, osc_tol=osc_tol,
-    )
+    result = analyze_run_object(run, osc_tol)
     if write:
         atomic_write_json(Path(run_dir) / ANALYSIS_FILE, result)
     return result

@@ -33,4 +33,12 @@ app.command("reproduce")(reproduce_command)
 
 
 def main() -> None:
+    # The toolkit's tensors are small: one thread avoids oversubscription on shared machines
+    # (measured: the quickstart took 35 s with torch's default threads on a busy 2-core
+    # machine, 1.1 s with one). LIPSCHITZ_ICL_THREADS=N raises it for large d, N or K.
+    import os
+
+    import torch
+
+    torch.set_num_threads(max(1, int(os.environ.get("LIPSCHITZ_ICL_THREADS", "1") or 1)))
     app()

@@ -134,7 +134,7 @@ def exp_finite_sample(ctx: Context) -> list[ClaimResult]:
     fits, excess = {}, {}
     fig, axes = plots.figure(1, 1)
     for f, c in ((0.5, "tab:blue"), (2.0, "tab:red")):
-        sel = [r for r in runs if abs(r.config.task.L - f * L_star) < 1e-6 * L_star]
+        sel = [r for r in runs if r.config.name.startswith(f"{f:g}Lstar-")]
         ns = [r.config.engine.batch for r in sel]
         ex = [max(r.summary.get("final_test_error", math.nan) - (r.summary["final_loss"] or 0), 1e-16) for r in sel]
         excess[f] = dict(zip(ns, ex, strict=True))

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from .. import plots
-from ..analysis import analyze
+from ..analysis import analyze_run_object, count_phases
 from ..problem import build_problem
 from ..theory import eta_max, theory_of
 from .claims import ClaimResult, claim
@@ -39,11 +39,7 @@ def _L_star(cfg) -> float:
 
 
 def _analysis(run) -> dict:
-    s = run.summary
-    eps = run.config.train.eps if run.config.train.eps_mode == "absolute" else run.config.train.eps * (
-        run.series("loss").iloc[0])
-    return analyze(run.metrics, s, eps=eps, t1_level=run.config.analysis.t1_level,
-                   eps_attn=run.config.analysis.eps_attn)
+    return analyze_run_object(run)
 
 
 # ----------------------------------------------------------------------------- (a), (b): P1
@@ -243,7 +239,8 @@ def _axes_figure(ctx, r_eta, r_D, r_K, Ks, eps) -> str:
             xx = np.geomspace(min(px), max(px), 10)
             ax.loglog(xx, py[0] * (xx / px[0]) ** pred, ":", color="tab:red", label=f"theory slope {pred:g}")
         ax.set(xlabel=name, ylabel="T_eps", title=f"flat regime: T_eps vs {name}")
-        ax.legend(fontsize=7)
+        if pts:
+            ax.legend(fontsize=7)
     return plots.save(fig, ctx.out, "scaling_eta_Delta_K")
 
 
@@ -499,19 +496,10 @@ def exp_predecessor(ctx: Context) -> list[ClaimResult]:
 
 
 def _per_feature_phases(run) -> dict[int, int]:
-    """Phases of each feature's Attn_k, counted by the same analysis applied to that feature alone."""
-    out = {}
-    for k in range(run.summary["K"]):
-        m = run.metrics
-        sel = m[(m.metric == "attn_self") & (m.k == k)].copy()
-        sel["metric"] = "attn_min"
-        other = m[m.metric.isin(["loss"])]
-        own = sel.copy()
-        own["metric"] = "attn_self"
-        import pandas as pd
-
-        out[k] = analyze(pd.concat([other, sel, own]), None, eps=run.config.train.eps)["n_phases"]
-    return out
+    """Phases of each feature's own Attn_k curve (analysis.count_phases)."""
+    att = run.attention()
+    steps = att.index.to_numpy()
+    return {int(k): count_phases(steps, att[k].to_numpy()) for k in att.columns}
 
 
 def _predecessor_figure(ctx, r_bal, r_imb) -> str:
