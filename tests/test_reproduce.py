@@ -5,7 +5,15 @@ from html.parser import HTMLParser
 import pytest
 
 from lipschitz_icl.experiments import experiments_for, run_experiments
-from lipschitz_icl.experiments.claims import INCONCLUSIVE, NOT_SUPPORTED, STATEMENTS, SUPPORTED, VERDICTS, claim, verdict
+from lipschitz_icl.experiments.claims import (
+    INCONCLUSIVE,
+    NOT_SUPPORTED,
+    STATEMENTS,
+    SUPPORTED,
+    VERDICTS,
+    claim,
+    verdict,
+)
 from lipschitz_icl.experiments.runner import Context
 from lipschitz_icl.experiments.sizes import TINY
 from lipschitz_icl.report import write_claims_json, write_report_html, write_report_md

@@ -109,3 +109,29 @@ def test_every_task_class_trains(kind, small_overrides):
     loss = run.series("loss")
     assert loss.iloc[-1] < loss.iloc[0]
     assert run.attention().iloc[-1].min() > run.attention().iloc[0].min()
+
+
+@pytest.mark.parametrize("kind", ["linear", "sinusoid"])
+def test_dynamics_depend_on_eta_and_L_only_through_eta_L_squared(kind, small_overrides):
+    """Every built-in class is f = L g with g independent of L, so with tau = 0 the loss is L^2 times
+    the loss at L = 1 and gradient descent depends on (eta, L) only through eta L^2
+    (docs/CLAIMS_METHOD.md). The attention trajectories must coincide."""
+    base = [*small_overrides, f"task.kind={kind}", "task.kernel_samples=256"]
+    a = li.run(None, [*base, "task.L=2", "train.lr=1"], write=False)
+    b = li.run(None, [*base, "task.L=1", "train.lr=4"], write=False)
+    pd.testing.assert_frame_equal(a.attention(), b.attention(), rtol=1e-9, atol=1e-12)
+    ratio = a.series("loss") / b.series("loss")
+    assert ratio.to_numpy() == pytest.approx(4.0, rel=1e-9)
+
+
+@pytest.mark.parametrize("engine", ["kernel", "sampled"])
+def test_recorded_scores_are_snapshots_not_views(engine, small_overrides):
+    """A_k and B_{k,n} at each recorded step are that step's values (row k of M sums to zero under
+    gradient descent from Q = 0, since softmax is shift-invariant: A_k = -sum_n B_{k,n})."""
+    run = li.run(None, [*small_overrides, f"engine.kind={engine}", "engine.batch=128"], write=False)
+    A, B = run.per_feature("A"), run.per_feature("B")
+    assert A.iloc[0].abs().max() == 0.0
+    assert (A.iloc[-1] > A.iloc[len(A) // 2]).all() and (A.iloc[len(A) // 2] > 0).all()
+    if engine == "kernel":
+        row_sums = A + B.T.groupby(level=0).sum().T
+        assert row_sums.abs().to_numpy().max() < 1e-9

@@ -37,7 +37,8 @@ class Recorder:
         self._chunks: list[dict[str, np.ndarray]] = []
 
     def _add(self, step: int, metric: str, values, k=None, n=None) -> None:
-        v = np.atleast_1d(np.asarray(values, dtype=np.float64))
+        # a copy: values may be views of tensors that the optimiser later changes in place
+        v = np.atleast_1d(np.array(values, dtype=np.float64, copy=True))
         m = len(v)
         self._chunks.append(
             {

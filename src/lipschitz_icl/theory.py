@@ -4,16 +4,20 @@
     delta  = min_{k != n} sqrt(E_f[(f(v_k) - f(v_n))^2]) / (L ||v_k - v_n||)
     L*     = c / (Delta delta)
     regime = flat if L < L*, sharp if L > L*, near-threshold if |L / L* - 1| < band
+    T_f    = K log(K/eps) / (eta delta^2 L^2 Delta^2)   flat-regime time scale (constant unknown)
+    eta_max = 2 / lambda_max, lambda_max the top eigenvalue of the loss Hessian at Q^(0)
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
 
-from .problem import Problem
+from .config import Config
+from .problem import Problem, build_problem
 from .tasks import KernelEstimate
 
 
@@ -68,3 +72,207 @@ def theory_of(problem: Problem) -> Theory:
     delta, se = nondegeneracy(problem.kernel, problem.features.V, problem.L)
     L_star = threshold(Delta, delta, cfg.theory.c)
     return Theory(Delta, delta, se, problem.L, L_star, regime(problem.L, L_star, cfg.theory.band))
+
+
+# --------------------------------------------------------------------------- time scale
+
+
+def flat_time_scale(K: int, eps: float, eta: float, delta: float, L: float, Delta: float) -> float:
+    """The flat-regime convergence time scale T_f = K log(K/eps) / (eta delta^2 L^2 Delta^2).
+
+    A *scale*: the paper's bound holds up to a constant that is not known, so only ratios of
+    T_f between settings (and slopes of log T against log L, log eta, log Delta) are meaningful.
+    """
+    denom = eta * delta**2 * L**2 * Delta**2
+    if denom <= 0 or eps <= 0:
+        return math.inf
+    return K * math.log(K / eps) / denom
+
+
+# --------------------------------------------------------------------------- stability at init
+
+
+def init_loss_fn(problem: Problem) -> tuple[Callable[[torch.Tensor], torch.Tensor], torch.Tensor]:
+    """The objective the configured engine trains, as a function of Q (d x d), and Q^(0).
+
+    Kernel engine: the exact population loss with the engine's counts (its B multinomial draws or
+    the mean-field counts N p). Sampled engine: the loss on one fixed batch of prompts (the
+    engine's full batch, or its first fresh batch when it resamples). Computed in float64.
+    """
+    from .engines import KernelEngine, build_engine, kernel_loss, make_generator
+    from .models import make_model
+
+    cfg = problem.config
+    engine = build_engine(problem)
+    model = make_model(cfg.model, cfg.features.d, make_generator(cfg.seed, "init"), torch.float64, "cpu")
+    if isinstance(engine, KernelEngine):
+        dev = engine.V.device
+        V, counts = engine.V.double(), engine.counts.double()
+        sigma, p, tau = engine.sigma.double(), engine.p.double(), engine.tau
+
+        def loss_kernel(Q: torch.Tensor) -> torch.Tensor:
+            M = V.T @ Q.T @ V  # M_kn = v_n^T Q v_k
+            return sum(kernel_loss(M, counts, sigma, p, tau, q)[0] for q in engine._chunks())
+
+        return loss_kernel, model.Q.detach().to(dev)
+
+    batch = engine.batch if engine.batch is not None else engine._draw()
+    x, y = batch.x.double(), batch.y.double()
+    target = y[:, -1]  # f(x_q)
+
+    def loss_sampled(Q: torch.Tensor) -> torch.Tensor:
+        logits = torch.einsum("bnd,de,be->bn", x[:, :-1], Q, x[:, -1])  # x_i^T Q x_q
+        y_hat = (torch.softmax(logits, dim=-1) * y[:, :-1]).sum(-1)
+        return 0.5 * (y_hat - target).square().mean()
+
+    return loss_sampled, model.Q.detach().to(x.device)
+
+
+@dataclass(frozen=True)
+class TopEigen:
+    value: float  # lambda_max, the largest (signed) eigenvalue
+    iterations: int  # Hessian-vector products used
+    converged: bool
+
+
+def _power(
+    hvp: Callable[[torch.Tensor], torch.Tensor], v: torch.Tensor, shift: float, iters: int, tol: float
+) -> tuple[float, float, torch.Tensor, int, bool]:
+    """Power iteration on H + shift I. Returns (Rayleigh quotient, |Hv|/|v|, v, iterations, converged)."""
+    v = v / v.norm()
+    prev = math.nan
+    rq = norm = 0.0
+    for it in range(1, iters + 1):
+        w = hvp(v) + shift * v
+        rq = float((v * w).sum())
+        norm = float(w.norm())
+        if norm == 0.0:
+            return 0.0, 0.0, v, it, True
+        v = w / norm
+        if math.isfinite(prev) and abs(rq - prev) <= tol * max(abs(rq), 1e-300):
+            return rq, norm, v, it, True
+        prev = rq
+    return rq, norm, v, iters, False
+
+
+def _lanczos(
+    hvp: Callable[[torch.Tensor], torch.Tensor], v: torch.Tensor, iters: int, tol: float
+) -> tuple[float, int, bool]:
+    """Lanczos on H from v: the top Ritz value, iterations, converged. Converged when the
+    residual bound beta_j |s_j| of the top Ritz pair is <= tol |theta| (or the Krylov space is
+    invariant). Three-term recurrence without reorthogonalisation: O(n) memory; lost
+    orthogonality only duplicates Ritz values, it does not spoil the extreme one."""
+    q = v / v.norm()
+    q_prev = torch.zeros_like(q)
+    alphas: list[float] = []
+    betas: list[float] = []
+    theta = 0.0
+    for it in range(1, iters + 1):
+        w = hvp(q)
+        alpha = float((q * w).sum())
+        w = w - alpha * q - (betas[-1] if betas else 0.0) * q_prev
+        alphas.append(alpha)
+        T = torch.diag(torch.tensor(alphas, dtype=torch.float64))
+        if betas:
+            off = torch.tensor(betas, dtype=torch.float64)
+            T = T + torch.diag(off, 1) + torch.diag(off, -1)
+        evals, evecs = torch.linalg.eigh(T)
+        theta = float(evals[-1])
+        beta = float(w.norm())
+        scale = max(abs(float(evals[0])), abs(theta), 1e-300)
+        if beta <= 1e-12 * scale or beta * abs(float(evecs[-1, -1])) <= tol * max(abs(theta), 1e-300):
+            return theta, it, True
+        betas.append(beta)
+        q_prev, q = q, w / beta
+    return theta, iters, False
+
+
+def top_hessian_eigenvalue(
+    loss_fn: Callable[[torch.Tensor], torch.Tensor],
+    x0: torch.Tensor,
+    iters: int = 100,
+    tol: float = 1e-6,
+    seed: int = 0,
+    method: str = "lanczos",
+) -> TopEigen:
+    """lambda_max, the largest eigenvalue of the Hessian of loss_fn at x0, from Hessian-vector
+    products (double backward; the Hessian is never formed).
+
+    method="lanczos" (default): the Krylov refinement of power iteration, which takes the best
+    vector of the same Krylov space instead of the last one; it resolves the clustered,
+    +- symmetric spectra that the Hessian at Q = 0 has (e.g. the quickstart's) in a few dozen
+    products. method="power": plain power iteration; it finds the eigenvalue of largest
+    magnitude, so when that is negative, or when the Rayleigh quotient falls short of |Hv|
+    (a +-lambda pair), it runs again on H + rho I (rho the spectral radius), whose top
+    eigenvalue is lambda_max + rho.
+    """
+    x = x0.detach().clone().requires_grad_(True)
+    (g,) = torch.autograd.grad(loss_fn(x), x, create_graph=True)
+
+    def hvp(v: torch.Tensor) -> torch.Tensor:
+        (hv,) = torch.autograd.grad(g, x, grad_outputs=v, retain_graph=True)
+        return hv.detach()
+
+    from .engines import make_generator
+
+    v0 = torch.randn(x.shape, generator=make_generator(seed, "power-iteration"), dtype=x.dtype).to(x.device)
+    if method == "lanczos":
+        return TopEigen(*_lanczos(hvp, v0, iters, tol))
+    if method != "power":
+        raise ValueError(f"method must be 'lanczos' or 'power' (got {method!r})")
+    rq, rho, v, n1, ok1 = _power(hvp, v0, 0.0, iters, tol)
+    if rq > 0 and abs(rq - rho) <= max(1e-3, 10 * tol) * rho:
+        return TopEigen(rq, n1, ok1)
+    mu, _, _, n2, ok2 = _power(hvp, v0, rho, iters, tol)
+    return TopEigen(mu - rho, n1 + n2, ok1 and ok2)
+
+
+def hessian_top_eigenvalue(
+    problem: Problem, iters: int = 100, tol: float = 1e-6, method: str = "lanczos"
+) -> TopEigen:
+    """lambda_max of the loss Hessian at Q^(0), in Q coordinates (d x d), for the configured engine."""
+    loss_fn, Q0 = init_loss_fn(problem)
+    return top_hessian_eigenvalue(loss_fn, Q0, iters, tol, seed=problem.config.seed, method=method)
+
+
+def eta_max(problem: Problem, iters: int = 100, tol: float = 1e-6, method: str = "lanczos") -> float:
+    """Largest stable gradient-descent step at initialisation, eta_max = 2 / lambda_max.
+
+    lambda_max is the top eigenvalue of the loss Hessian at Q^(0) w.r.t. Q, from Hessian-vector
+    products (Lanczos by default, or power iteration; see top_hessian_eigenvalue). GD on
+    M = V^T Q V in the kernel engine's S space is the same algorithm, so Q coordinates are the
+    right ones.
+    Infinite when lambda_max <= 0 (no curvature to go unstable on, locally).
+    """
+    lam = hessian_top_eigenvalue(problem, iters, tol, method).value
+    return 2.0 / lam if lam > 0 else math.inf
+
+
+# --------------------------------------------------------------------------- report
+
+
+def theory_report(
+    cfg_or_problem: Config | Problem, iters: int = 100, tol: float = 1e-6, method: str = "lanczos"
+) -> dict:
+    """Everything the theory says about a config: Delta, delta (+ se), L, L*, regime, the flat
+    time scale T_f (uses train.eps and train.lr; a scale, constant unknown), lambda_max and
+    eta_max = 2 / lambda_max at Q^(0), and the threshold settings c and band."""
+    problem = cfg_or_problem if isinstance(cfg_or_problem, Problem) else build_problem(cfg_or_problem)
+    cfg = problem.config
+    th = theory_of(problem)
+    top = hessian_top_eigenvalue(problem, iters, tol, method)
+    K = problem.features.K
+    return {
+        **th.as_dict(),
+        "T_f": flat_time_scale(K, cfg.train.eps, cfg.train.lr, th.delta, th.L, th.Delta),
+        "eta_max": 2.0 / top.value if top.value > 0 else math.inf,
+        "lambda_max": top.value,
+        "lambda_converged": top.converged,
+        "c": cfg.theory.c,
+        "band": cfg.theory.band,
+        "K": K,
+        "d": problem.features.d,
+        "eps": cfg.train.eps,
+        "lr": cfg.train.lr,
+        "engine": cfg.engine.kind,
+    }

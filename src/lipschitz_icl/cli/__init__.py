@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import typer
 
+from .analyze import analyze_command
 from .reproduce import reproduce_command
 from .run import run_command
+from .theory import theory_command
 
 app = typer.Typer(
     name="lipschitz-icl",
@@ -25,8 +27,18 @@ def _root() -> None:
 
 
 app.command("run")(run_command)
+app.command("theory")(theory_command)
+app.command("analyze")(analyze_command)
 app.command("reproduce")(reproduce_command)
 
 
 def main() -> None:
+    # The toolkit's tensors are small: one thread avoids oversubscription on shared machines
+    # (measured: the quickstart took 35 s with torch's default threads on a busy 2-core
+    # machine, 1.1 s with one). LIPSCHITZ_ICL_THREADS=N raises it for large d, N or K.
+    import os
+
+    import torch
+
+    torch.set_num_threads(max(1, int(os.environ.get("LIPSCHITZ_ICL_THREADS", "1") or 1)))
     app()

@@ -8,17 +8,17 @@ linear class, kernel engine, gradient descent) unless an experiment says otherwi
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 
 from .. import plots
-from ..analysis import analyze
+from ..analysis import analyze_run_object, count_phases
 from ..problem import build_problem
 from ..theory import eta_max, theory_of
 from .claims import ClaimResult, claim
 from .measure import (
     breakpoint_loglog,
-    feature_times,
     fit_dict,
     intervals_overlap,
     loss_times,
@@ -39,11 +39,7 @@ def _L_star(cfg) -> float:
 
 
 def _analysis(run) -> dict:
-    s = run.summary
-    eps = run.config.train.eps if run.config.train.eps_mode == "absolute" else run.config.train.eps * (
-        run.series("loss").iloc[0])
-    return analyze(run.metrics, s, eps=eps, t1_level=run.config.analysis.t1_level,
-                   eps_attn=run.config.analysis.eps_attn)
+    return analyze_run_object(run)
 
 
 # ----------------------------------------------------------------------------- (a), (b): P1
@@ -124,7 +120,8 @@ def _scaling_figure(ctx, Ls, T1, Te, L_star, fits, stem) -> str:
 
 
 def _axis_sweep(ctx, cfg, group, label, key, values, names):
-    configs = [with_overrides(cfg, [f"{key}={v}", f"name={names(v)}"]) for v in values]
+    extra = ["features.kind=file", "features.K=null", "features.d=null"] if key == "features.path" else []
+    configs = [with_overrides(cfg, [*extra, f"{key}={v}", f"name={names(v)}"]) for v in values]
     return run_group(ctx, group, configs, label)
 
 
@@ -180,10 +177,12 @@ def exp_scaling(ctx: Context) -> list[ClaimResult]:
     flat = with_overrides(cfg, [f"task.L={L_flat:.6g}"])
     etas = [0.5, 1.0, 2.0, 4.0]
     r_eta = _axis_sweep(ctx, flat, "scaling-eta", "(c) T against eta", "train.lr", etas, lambda v: f"eta{v:g}")
-    scales = [0.7, 0.85, 1.0, 1.2]
-    flat_D = with_overrides(cfg, [f"task.L={0.4 * L_star:.6g}"])
-    r_D = _axis_sweep(ctx, flat_D, "scaling-Delta", "(c) T against Delta", "features.scale", scales,
-                      lambda v: f"scale{v:g}")
+    # Delta by geometry, not by scale: unit vectors v_k ~ e_k + t u (u the unit diagonal) come closer
+    # as t grows, while delta = 1/sqrt(d) stays fixed for the linear class and L* = 1/(Delta delta) grows
+    flat_D = with_overrides(cfg, [f"task.L={0.5 * L_star:.6g}"])
+    paths = [_tilted_features(ctx, cfg.features.K, t) for t in (0.0, 0.5, 1.0, 2.0)]
+    r_D = _axis_sweep(ctx, flat_D, "scaling-Delta", "(c) T against Delta", "features.path", paths,
+                      lambda v: f"Delta-{Path(v).stem}")
     Ks = [2, 3, 4, 6, 8]
     flat_K = with_overrides(cfg, ["features.d=8", "task.L=1.0"])  # d = 8: L* = 2 for every K
     r_K = _axis_sweep(ctx, flat_K, "scaling-K", "(c) T against K", "features.K", Ks, lambda v: f"K{v}")
@@ -227,6 +226,16 @@ def exp_scaling(ctx: Context) -> list[ClaimResult]:
     return [p4, p5, b1, b3]
 
 
+def _tilted_features(ctx: Context, K: int, t: float) -> str:
+    """A (K, K) feature file: rows e_k + t u, normalised (u = ones / sqrt K); returns its path."""
+    rows = np.eye(K) + t * np.ones((K, K)) / math.sqrt(K)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    path = ctx.out / "features" / f"tilt{t:g}.npy"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.save(path, rows)
+    return str(path)
+
+
 def _axes_figure(ctx, r_eta, r_D, r_K, Ks, eps) -> str:
     fig, axes = plots.figure(3, 1)
     panels = (
@@ -243,7 +252,8 @@ def _axes_figure(ctx, r_eta, r_D, r_K, Ks, eps) -> str:
             xx = np.geomspace(min(px), max(px), 10)
             ax.loglog(xx, py[0] * (xx / px[0]) ** pred, ":", color="tab:red", label=f"theory slope {pred:g}")
         ax.set(xlabel=name, ylabel="T_eps", title=f"flat regime: T_eps vs {name}")
-        ax.legend(fontsize=7)
+        if pts:
+            ax.legend(fontsize=7)
     return plots.save(fig, ctx.out, "scaling_eta_Delta_K")
 
 
@@ -470,8 +480,9 @@ def exp_predecessor(ctx: Context) -> list[ClaimResult]:
     """(h) the predecessor's balanced and imbalanced features (linear class, orthonormal features)."""
     crit1 = ("Balanced features (uniform p), L = 2: supported if the analysis finds 2 phases and the final loss is "
              "<= eps (near-zero error); not supported if it finds 1 phase or the run does not converge.")
-    crit2 = ("Imbalanced features (p_max = 0.6 on feature 0): per feature k, T_half(k) = first step with Attn_k >= "
-             "1/2. Supported if the dominant feature reaches it first and the rare features' phase count is at "
+    crit2 = ("Imbalanced features (p_max = 0.6 on feature 0): per feature k, T_half(k) = first step at which "
+             "1 - Attn_k is half its initial value; phases of each Attn_k curve counted by analysis.count_phases. "
+             "Supported if the dominant feature reaches it first and the rare features' phase count is at "
              "least the dominant's; not supported if a rare feature reaches it first.")
     S = ctx.sizes
     cfg = _base(ctx, f"train.steps={S.budget * 2}")
@@ -479,7 +490,7 @@ def exp_predecessor(ctx: Context) -> list[ClaimResult]:
     imb = with_overrides(cfg, ["name=imbalanced", "features.probs=imbalanced", "features.p_max=0.6"])
     r_bal, r_imb = run_group(ctx, "predecessor", [bal, imb], "(h) balanced / imbalanced")
     a_bal = _analysis(r_bal)
-    th = feature_times(r_imb, 0.5)
+    th = _gap_halving_times(r_imb)
     rare = [t for k, t in th.items() if k != 0]
     dominant_first = th[0] is not None and all(t is None or t > th[0] for t in rare)
     rare_first = any(t is not None and (th[0] is None or t < th[0]) for t in rare)
@@ -498,20 +509,23 @@ def exp_predecessor(ctx: Context) -> list[ClaimResult]:
     ]
 
 
-def _per_feature_phases(run) -> dict[int, int]:
-    """Phases of each feature's Attn_k, counted by the same analysis applied to that feature alone."""
+def _gap_halving_times(run) -> dict[int, int | None]:
+    """Per feature k, the first recorded step at which 1 - Attn_k is half its initial value."""
+    att = run.attention()
+    steps = att.index.to_numpy()
     out = {}
-    for k in range(run.summary["K"]):
-        m = run.metrics
-        sel = m[(m.metric == "attn_self") & (m.k == k)].copy()
-        sel["metric"] = "attn_min"
-        other = m[m.metric.isin(["loss"])]
-        own = sel.copy()
-        own["metric"] = "attn_self"
-        import pandas as pd
-
-        out[k] = analyze(pd.concat([other, sel, own]), None, eps=run.config.train.eps)["n_phases"]
+    for k in att.columns:
+        gap = 1 - att[k].to_numpy()
+        hit = np.flatnonzero(gap <= 0.5 * gap[0])
+        out[int(k)] = int(steps[hit[0]]) if hit.size else None
     return out
+
+
+def _per_feature_phases(run) -> dict[int, int]:
+    """Phases of each feature's own Attn_k curve (analysis.count_phases)."""
+    att = run.attention()
+    steps = att.index.to_numpy()
+    return {int(k): count_phases(steps, att[k].to_numpy()) for k in att.columns}
 
 
 def _predecessor_figure(ctx, r_bal, r_imb) -> str:

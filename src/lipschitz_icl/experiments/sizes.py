@@ -18,7 +18,8 @@ class Sizes:
     blog_steps: int = 500  # the write-up's experiment: 500 Adam steps
 
 
-QUICK = Sizes(draws=32, budget=3000, log_every=5, n_L=8, seeds=2, eps_rel=3e-2, blog_seeds=2, finite_M=(16, 64, 256))
+QUICK = Sizes(draws=32, budget=3000, log_every=5, n_L=8, seeds=2, eps_rel=3e-2, blog_seeds=2,
+              finite_M=(16, 64, 256))
 FULL = Sizes(draws=128, budget=40000, log_every=10, n_L=10, seeds=3, eps_rel=1e-3, blog_seeds=5,
              finite_M=(16, 32, 64, 128, 256, 1024))
 
@@ -27,4 +28,5 @@ def sizes(quick: bool) -> Sizes:
     return QUICK if quick else FULL
 
 # for the test suite: every experiment end to end in seconds (verdicts mostly inconclusive)
-TINY = Sizes(draws=8, budget=150, log_every=5, n_L=5, seeds=1, eps_rel=0.2, blog_seeds=1, finite_M=(8, 16), blog_steps=30)
+TINY = Sizes(draws=8, budget=150, log_every=5, n_L=5, seeds=1, eps_rel=0.2, blog_seeds=1, finite_M=(8, 16),
+             blog_steps=30)

@@ -1,0 +1,64 @@
+"""``lipschitz-icl analyze``: the phase analysis of run directories, saved as analysis.json."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from ..analysis import ANALYSIS_FILE, analyze_run
+from ..errors import UserInputError
+from ..store import METRICS_FILE, SUMMARY_FILE
+from .common import fail, out, user_errors
+
+
+def _fmt(v) -> str:
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return "-" if v is None else str(v)
+
+
+def phase_table(res: dict, title: str) -> Table:
+    table = Table(title=title, show_header=False)
+    rows = [
+        (f"T_1 (min_k Attn_k ≥ {res['t1_level']:g})", res["T_1"]),
+        (f"T_ε (loss ≤ {res['eps']:g})", res["T_eps"]),
+        ("rate before T_1, −d log(1−Attn)/dt", res["rate_fast"]),
+        ("rate after T_1", res["rate_slow"]),
+        (f"phases (rate ratio > {res['phase_factor']:g})", res["n_phases"]),
+        (f"oscillations of Attn_k→n after T_1 (tol {res['osc_tol']:g})", res["oscillations"]),
+        ("oscillating pairs", res["oscillating_pairs"]),
+        ("oscillation amplitude", res["osc_amplitude"]),
+        ("loss monotone", res["loss_monotone"]),
+        ("final min_k Attn_k", res["final_min_attn"]),
+        ("final test error (unseen f)", res["final_test_error"]),
+        ("run status", res["status"]),
+        (f"verdict (Attn ≥ {1 - res['eps_attn']:g}, error ≤ {res['eps']:g})", res["verdict"]),
+    ]
+    for label, value in rows:
+        table.add_row(label, _fmt(value))
+    return table
+
+
+def analyze_command(
+    run_dirs: list[Path] = typer.Argument(..., help="Run directories written by `lipschitz-icl run`."),
+    osc_tol: float = typer.Option(1e-4, "--osc-tol", min=0.0, help="Oscillation tolerance (hysteresis)."),
+) -> None:
+    """Phase analysis of each run: T_1, T_eps, the fast and slow growth rates, oscillation of
+    the irrelevant-feature attention after T_1, loss monotonicity and the convergence verdict.
+    Writes analysis.json into each run directory."""
+    with user_errors():
+        for d in run_dirs:
+            if not d.is_dir():
+                raise UserInputError(f"{d}: no such run directory")
+            if not (d / SUMMARY_FILE).is_file() or not (d / METRICS_FILE).is_file():
+                raise UserInputError(f"{d}: not a run directory (needs {SUMMARY_FILE} and {METRICS_FILE})")
+        for d in run_dirs:
+            try:
+                res = analyze_run(d, osc_tol=osc_tol)
+            except OSError as e:
+                fail(f"{d}: cannot write {ANALYSIS_FILE} ({e.strerror})", 1)
+            out.print(phase_table(res, f"analysis {d}"))
