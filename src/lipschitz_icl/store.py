@@ -104,6 +104,17 @@ def atomic_write_json(path: Path, data: dict) -> None:
     atomic_write_text(path, json.dumps(_jsonable(data), indent=2, allow_nan=False) + "\n")
 
 
+def atomic_write_npy(path: Path, array) -> None:
+    """A .npy file (no pickles), atomically."""
+    import io
+
+    import numpy as np
+
+    buf = io.BytesIO()
+    np.save(buf, np.asarray(array), allow_pickle=False)
+    atomic_write_bytes(path, buf.getvalue())
+
+
 def atomic_write_parquet(path: Path, table: pa.Table) -> None:
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)

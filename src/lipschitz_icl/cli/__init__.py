@@ -40,5 +40,6 @@ def main() -> None:
 
     import torch
 
-    torch.set_num_threads(max(1, int(os.environ.get("LIPSCHITZ_ICL_THREADS", "1") or 1)))
+    threads = os.environ.get("LIPSCHITZ_ICL_THREADS", "1")
+    torch.set_num_threads(max(1, int(threads)) if threads.strip().isdigit() else 1)  # a bad value: 1
     app()

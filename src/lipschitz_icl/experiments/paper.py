@@ -15,6 +15,7 @@ import numpy as np
 from .. import plots
 from ..analysis import analyze_run_object, count_phases
 from ..problem import build_problem
+from ..store import atomic_write_npy
 from ..theory import eta_max, theory_of
 from .claims import ClaimResult, claim
 from .measure import (
@@ -232,7 +233,7 @@ def _tilted_features(ctx: Context, K: int, t: float) -> str:
     rows /= np.linalg.norm(rows, axis=1, keepdims=True)
     path = ctx.out / "features" / f"tilt{t:g}.npy"
     path.parent.mkdir(parents=True, exist_ok=True)
-    np.save(path, rows)
+    atomic_write_npy(path, rows)
     return str(path)
 
 
