@@ -275,6 +275,7 @@ CROSS = st.one_of(
         lambda n: ({"name": n}, "name")),
     st.sampled_from(["os;rm", "a..b", "../up", "a/b", "1abc", ""]).map(lambda m: ({"plugins": [m]}, "plugins")),
     st.just(({"task": {"params": {"width": "wide"}, "kind": "relu_net"}}, "task.params.width")),
+    st.floats(3.5e38, 1e300).map(lambda lr: ({"engine": {"dtype": "float32"}, "train": {"lr": lr}}, "train.lr")),
     st.just(({"task": {"params": {"width": float("nan")}, "kind": "relu_net"}}, "task.params.width")),
 )
 

@@ -32,6 +32,7 @@ MAX_ENV = "LIPSCHITZ_ICL_MAX_ELEMENTS"
 # a run whose working set would exceed this many tensor elements (2**29: 4 GiB in float64) is refused
 # before anything is allocated; raise it through the environment on a machine with more memory
 MAX_ELEMENTS = int(os.environ.get(MAX_ENV, "0") or 0) or 2**29
+FLOAT32_MAX = 3.4028234663852886e38  # the largest float32: a step size above it cannot be applied
 MAX_CONFIG_VALUES = 100_000  # a config (after YAML aliases are expanded) holds at most this many values
 MAX_CONFIG_DEPTH = 32  # ... nested at most this deep
 MAX_YAML_BYTES = 16 * 2**20  # a config or spec file larger than this is refused unread
@@ -218,6 +219,9 @@ class Config(_Strict):
             raise ConfigError(
                 "eval.other_class", f"{self.eval.other_class!r} is not registered (known: {', '.join(names)})"
             )
+        if self.engine.dtype == "float32" and self.train.lr > FLOAT32_MAX:
+            raise ConfigError("train.lr", f"must be at most {FLOAT32_MAX:.4g} with engine.dtype=float32 "
+                              f"(got {self.train.lr:g})")
         self._check_sizes()
         return self
 
