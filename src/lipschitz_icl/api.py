@@ -125,6 +125,11 @@ def run(
         outcome = train(cfg, engine, recorder, progress)
     except KeyboardInterrupt:  # before training started, or as it returned: keep what was recorded
         outcome = interrupted_outcome(recorder)
+    with deferred_signals():  # a further Ctrl-C waits until the run's files are written
+        return _finish(cfg, problem, theory, recorder, outcome, run_dir)
+
+
+def _finish(cfg: Config, problem, theory, recorder: Recorder, outcome, run_dir: Path | None) -> Run:
     table = recorder.table()
     summary = {
         "status": outcome.status,
