@@ -158,7 +158,8 @@ class ModelConfig(_Strict):
         if self.kind == "transformer":
             if self.width % self.n_heads:
                 raise ConfigError(
-                    "model.width", f"must be a multiple of model.n_heads (got width={self.width}, n_heads={self.n_heads})"
+                    "model.width",
+                    f"must be a multiple of model.n_heads (got width={self.width}, n_heads={self.n_heads})",
                 )
         else:
             for key in ("n_layers", "n_heads"):
