@@ -130,8 +130,8 @@ class ModelConfig(_Strict):
     kind: Literal["reduced", "factored", "transformer"] = Field(
         "reduced", description="reduced: merged Q; factored: separate W_Q, W_K; transformer: embedded (x, y) tokens"
     )
-    init: Literal["zero", "random"] = Field(
-        "zero", description="Q^(0) = 0 or random; when not given: zero for reduced, random otherwise"
+    init: Literal["auto", "zero", "random"] = Field(
+        "auto", description="Q^(0) = 0 or random; auto: zero for reduced, random otherwise"
     )
     init_scale: float = Field(0.01, ge=0, le=1e6, description="std of random init (reduced, factored)")
     d_k: int | None = Field(None, ge=1, le=100_000, description="factored: key/query dimension (default d)")
@@ -140,14 +140,6 @@ class ModelConfig(_Strict):
     width: int = Field(64, ge=1, le=16_384, description="transformer: residual width (a multiple of n_heads)")
     mlp: bool = Field(False, description="transformer: an MLP block after each attention layer")
     layernorm: bool = Field(False, description="transformer: pre-LayerNorm in each block and before the readout")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _default_init(cls, data: Any) -> Any:
-        """Q^(0) = 0 for the reduced model; W_Q = W_K = 0 would be a stationary point, so random otherwise."""
-        if isinstance(data, dict) and data.get("init") is None:
-            data = {**data, "init": "zero" if data.get("kind", "reduced") == "reduced" else "random"}
-        return data
 
     @model_validator(mode="after")
     def _kind_fields(self) -> ModelConfig:

@@ -88,7 +88,8 @@ class FactoredAttention(nn.Module):
 def make_model(cfg, d: int, gen: torch.Generator, dtype: torch.dtype, device) -> nn.Module:
     """The model a ModelConfig describes; every random init draws from ``gen``."""
     if cfg.kind == "reduced":
-        return ReducedAttention(d, cfg.init, cfg.init_scale, gen, dtype, device)
+        init = "zero" if cfg.init == "auto" else cfg.init  # Q^(0) = 0 unless asked otherwise
+        return ReducedAttention(d, init, cfg.init_scale, gen, dtype, device)
     if cfg.kind == "factored":
         return FactoredAttention(d, getattr(cfg, "d_k", None), cfg.init_scale, gen, dtype, device)
     if cfg.kind == "transformer":
