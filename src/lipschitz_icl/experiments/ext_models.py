@@ -40,7 +40,8 @@ def exp_token_noise(ctx: Context) -> list[ClaimResult]:
     runs = run_group(ctx, "ext-token-noise", configs, "R3b token noise")
     amin = [tail_mean(r.series("attn_min")) for r in runs]
     errs = [tail_mean(r.series("test_error")) for r in runs]
-    stat = {"sigma": sigmas, "attn_min_tail": amin, "test_error_tail": errs}
+    stat = {"attn_min_at_max_sigma": amin[-1], "max_sigma": sigmas[-1], "sigma": sigmas, "attn_min_tail": amin,
+            "test_error_tail": errs}
     fig, axes = plots.figure(2, 1)
     for r, s, c in zip(runs, sigmas, plots.colors(len(runs)), strict=True):
         am = r.series("attn_min")
@@ -180,7 +181,8 @@ def exp_finite_sample(ctx: Context) -> list[ClaimResult]:
     errs = [r.summary.get("final_test_error") for r in runs]
     train = [r.summary.get("final_loss") for r in runs]
     pop = errs[-1]
-    stat = {"L": L, "M": Ms, "test_error": errs[:-1], "train_loss": train[:-1], "population_test_error": pop,
+    stat = {"L": L, "test_error_M_min": errs[0], "test_error_M_max": errs[-2], "population_test_error": pop,
+            "M": Ms, "test_error": errs[:-1], "train_loss": train[:-1],
             "generalization_gap": [e - t for e, t in zip(errs[:-1], train[:-1], strict=True)]}
     e_min, e_max = errs[0], errs[-2]
     sup = e_max <= 2 * pop and e_max <= e_min
@@ -221,7 +223,8 @@ def exp_factored(ctx: Context) -> list[ClaimResult]:
     runs = run_group(ctx, "ext-factored", configs, "R2 factored")
     K = cfg.features.K
     res = {r.config.model.kind: phase_ratio(r.series("attn_min"), K) for r in runs}
-    stat = {kind: {"rho": v[0], "T_start": v[1], "T_half": v[2], "T_0.9": v[3]} for kind, v in res.items()}
+    stat = {f"{kind}_{name}": x for kind, v in res.items()
+            for name, x in zip(("rho", "T_start", "T_half", "T_0.9"), v, strict=True)}
     rr, rf = res["reduced"][0], res["factored"][0]
     both = math.isfinite(rr) and math.isfinite(rf)
     sup = both and rr > 1 and rf > 1

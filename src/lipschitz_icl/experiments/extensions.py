@@ -35,7 +35,11 @@ from .ext_models import (
     exp_transformer,
 )
 
-EXTENSION_EXPERIMENTS = [*KERNEL_EXTENSIONS, *MODEL_EXTENSIONS]
+EXTENSION_EXPERIMENTS = [  # in claim order
+    exp_finite_sample, exp_factored, exp_imbalanced, exp_token_noise, exp_large_L, exp_label_noise,
+    exp_continuous, exp_transformer, exp_linear_norm, exp_curriculum,
+]
+assert set(EXTENSION_EXPERIMENTS) == {*KERNEL_EXTENSIONS, *MODEL_EXTENSIONS}
 
 __all__ = [
     "EXTENSION_EXPERIMENTS", "exp_continuous", "exp_curriculum", "exp_factored", "exp_finite_sample",
