@@ -129,3 +129,13 @@ def phase_ratio(attn_min, K: int, hi: float = 0.9) -> tuple[float, int | None, i
     if t_s is None or t_h is None or t_9 is None:
         return math.nan, t_s, t_h, t_9
     return (t_9 - t_h) / max(t_h - t_s, 1), t_s, t_h, t_9
+
+
+def plain_log_ticks(ax, values: list[float]) -> None:
+    """Label a log x axis at ``values`` only, in plain numbers (no overlapping minor labels)."""
+    from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
+
+    ax.xaxis.set_major_locator(FixedLocator(values))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xticklabels([f"{v:g}" for v in values])

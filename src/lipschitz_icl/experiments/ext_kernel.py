@@ -17,7 +17,7 @@ from ..engines import build_engine, kernel_loss
 from ..problem import build_problem
 from ..theory import theory_of
 from .claims import ClaimResult, claim
-from .ext_common import ext_sizes, first_step, grid, kernel_base, loglog_slope, single_threaded
+from .ext_common import ext_sizes, first_step, grid, kernel_base, loglog_slope, plain_log_ticks, single_threaded
 from .runner import Context, experiment, rel_runs, run_group, with_overrides
 
 
@@ -283,6 +283,7 @@ def exp_linear_norm(ctx: Context) -> list[ClaimResult]:
     if pts:
         axes[0][0].loglog(*zip(*pts, strict=True), "s--", label="T_eps")
     axes[0][0].set(xlabel="L = ||w||", ylabel="steps", title=f"linear case: T_1 slope {slope:.2f}")
+    plain_log_ticks(axes[0][0], Ls)
     axes[0][0].legend(fontsize=7)
     for r, L, c in zip(runs, Ls, plots.colors(len(runs)), strict=True):
         am = r.series("attn_min")

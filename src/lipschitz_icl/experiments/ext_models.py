@@ -18,7 +18,16 @@ from ..engines import make_generator
 from ..models import ReducedAttention
 from ..tasks import make_task
 from .claims import ClaimResult, claim
-from .ext_common import ext_sizes, grid, loglog_slope, phase_ratio, sampled_base, single_threaded, tail_mean
+from .ext_common import (
+    ext_sizes,
+    grid,
+    loglog_slope,
+    phase_ratio,
+    plain_log_ticks,
+    sampled_base,
+    single_threaded,
+    tail_mean,
+)
 from .runner import Context, experiment, rel_runs, run_group, with_overrides
 
 # ----------------------------------------------------------------------------- R3b: token noise
@@ -150,6 +159,8 @@ def exp_continuous(ctx: Context) -> list[ClaimResult]:
     axes[0][1].loglog(Ls, stat["nadaraya_watson_error"], "s--", label="Nadaraya-Watson (LOO h)")
     axes[0][1].set(xlabel="L", ylabel="error on unseen functions", title="error")
     axes[0][1].legend(fontsize=7)
+    for ax in axes[0]:
+        plain_log_ticks(ax, Ls)
     fig_path = plots.save(fig, ctx.out, "ext_continuous")
     return [claim("R6", crit, stat, sup, ref, statement=statement, figures=[fig_path])]
 
