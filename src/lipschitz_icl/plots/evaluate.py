@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pandas as pd
 
+from ..store import atomic_write_bytes
 from . import colors, figure, plt
 
 MODEL = "model"
@@ -34,6 +36,8 @@ def evaluation_figure(table: pd.DataFrame, path: str | Path, title: str = "") ->
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    atomic_write_bytes(path, buf.getvalue())  # never half a figure on disk
     plt.close(fig)
     return path
