@@ -22,11 +22,11 @@ def test_print_config_is_the_full_default_config():
     assert data["task"]["L"] == 2.0
 
 
-def test_run_writes_three_files(tmp_path):
+def test_run_writes_four_files(tmp_path):
     out = tmp_path / "r"
     result = runner.invoke(app, ["run", "train.steps=20", "engine.draws=16", "--out", str(out)])
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in out.iterdir()) == ["config.yaml", "metrics.parquet", "summary.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["config.yaml", "metrics.parquet", "params.pt", "summary.json"]
     assert json.loads((out / "summary.json").read_text())["status"] in ("budget", "converged")
     assert "min_k Attn_k" in result.stdout
 

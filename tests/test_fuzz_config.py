@@ -153,7 +153,7 @@ JUNK = st.one_of(
 
 def wrong_value(path: str):
     ann = LEAVES[path].annotation
-    if ann is int:
+    if ann is int or ann == int | None:  # optional ints (model.d_k, engine.train_prompts) refuse the same junk
         return st.one_of(JUNK, st.booleans(), st.floats(0.1, 1e6).filter(lambda x: not x.is_integer()))
     if ann is float:
         return st.one_of(JUNK, st.booleans())
@@ -162,6 +162,8 @@ def wrong_value(path: str):
         return st.one_of(WORDS.filter(lambda w: w not in allowed), st.integers(), st.lists(WORDS, min_size=1))
     if path in ("name", "features.path", "eval.other_class", "task.kind"):
         return st.one_of(st.integers(), st.lists(WORDS, min_size=1), st.dictionaries(WORDS, WORDS, min_size=1))
+    if ann is bool:  # model.mlp, model.layernorm
+        return st.one_of(WORDS, st.integers(2, 100), st.lists(st.booleans(), min_size=1))
     if path == "engine.resample":
         return st.one_of(WORDS, st.integers(2, 100), st.lists(st.booleans(), min_size=1))
     if path == "plugins":

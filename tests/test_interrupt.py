@@ -84,7 +84,7 @@ def test_signal_during_run_leaves_an_interrupted_run(tmp_path, sig):
     assert len(metrics) > 0 and metrics.step.max() <= summary["steps"]
     assert list(metrics.columns) == ["step", "metric", "k", "n", "value"]
     assert yaml.safe_load((out / "config.yaml").read_text())["train"]["steps"] == 1_000_000
-    assert sorted(p.name for p in out.iterdir()) == ["config.yaml", "metrics.parquet", "summary.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["config.yaml", "metrics.parquet", "params.pt", "summary.json"]
     assert "interrupted" in stdout
     KILLS["survived"] += 1
 

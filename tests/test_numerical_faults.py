@@ -136,7 +136,7 @@ def test_nan_mid_training_is_recorded_as_failed_and_named(tmp_path):
     assert "TaskEvaluationError" in summary["error"] and "'test_nan_later' (plugin_task.NanLater)" in summary["error"]
     metrics = pd.read_parquet(out / "metrics.parquet")
     assert len(metrics) > 0 and metrics.step.max() < summary["steps"] + 1
-    assert sorted(p.name for p in out.iterdir()) == ["config.yaml", "metrics.parquet", "summary.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["config.yaml", "metrics.parquet", "params.pt", "summary.json"]
 
 
 def test_nan_exact_kernel_from_a_plugin_is_caught(tmp_path):

@@ -28,8 +28,10 @@ from .recorder import Recorder, metrics_frame
 from .store import (
     CONFIG_FILE,
     METRICS_FILE,
+    PARAMS_FILE,
     SUMMARY_FILE,
     atomic_write_json,
+    atomic_write_params,
     atomic_write_parquet,
     atomic_write_text,
     deferred_signals,
@@ -154,20 +156,25 @@ def _finish(cfg: Config, problem, theory, recorder: Recorder, outcome, run_dir: 
         "error": outcome.error,
     }
     if run_dir is not None:
-        write_results(run_dir, table, summary)
+        write_results(run_dir, table, summary, engine.model_state())
     return Run(cfg, summary, metrics_frame(table), run_dir)
 
 
-def write_results(run_dir: Path, table, summary: dict[str, Any]) -> None:
-    """metrics.parquet then summary.json, each atomic, with Ctrl-C held back until both are written.
+def write_results(run_dir: Path, table, summary: dict[str, Any], params: dict | None = None) -> None:
+    """metrics.parquet, params.pt (the trained parameters, when given) then summary.json, each
+    atomic, with Ctrl-C held back until all are written.
 
-    If metrics.parquet cannot be written (disk full, say), summary.json is still attempted with
-    status ``failed`` and the reason, and the OSError is raised."""
+    If metrics.parquet or params.pt cannot be written (disk full, say), summary.json is still
+    attempted with status ``failed`` and the reason, and the OSError is raised."""
     with deferred_signals():
+        name = METRICS_FILE
         try:
             atomic_write_parquet(run_dir / METRICS_FILE, table)
+            if params is not None:
+                name = PARAMS_FILE
+                atomic_write_params(run_dir / PARAMS_FILE, params)
         except OSError as e:
-            failed = {**summary, "status": "failed", "error": f"cannot write {METRICS_FILE}: {e.strerror or e}"}
+            failed = {**summary, "status": "failed", "error": f"cannot write {name}: {e.strerror or e}"}
             with contextlib.suppress(OSError):
                 atomic_write_json(run_dir / SUMMARY_FILE, failed)
             raise

@@ -127,9 +127,42 @@ class TaskConfig(_Strict):
 
 
 class ModelConfig(_Strict):
-    kind: Literal["reduced"] = "reduced"
-    init: Literal["zero", "random"] = "zero"  # Q^(0)
-    init_scale: float = Field(0.01, ge=0, le=1e6)
+    kind: Literal["reduced", "factored", "transformer"] = Field(
+        "reduced", description="reduced: merged Q; factored: separate W_Q, W_K; transformer: embedded (x, y) tokens"
+    )
+    init: Literal["auto", "zero", "random"] = Field(
+        "auto", description="Q^(0) = 0 or random; auto: zero for reduced, random otherwise"
+    )
+    init_scale: float = Field(0.01, ge=0, le=1e6, description="std of random init (reduced, factored)")
+    d_k: int | None = Field(None, ge=1, le=100_000, description="factored: key/query dimension (default d)")
+    n_layers: int = Field(1, ge=1, le=64, description="transformer: attention layers")
+    n_heads: int = Field(1, ge=1, le=64, description="transformer: heads per layer")
+    width: int = Field(64, ge=1, le=16_384, description="transformer: residual width (a multiple of n_heads)")
+    mlp: bool = Field(False, description="transformer: an MLP block after each attention layer")
+    layernorm: bool = Field(False, description="transformer: pre-LayerNorm in each block and before the readout")
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> ModelConfig:
+        if self.kind != "reduced" and self.init == "zero":
+            raise ConfigError(
+                "model.init", f"model.kind={self.kind} needs random init (zero weights are a stationary point)"
+            )
+        if self.kind == "transformer":
+            if self.width % self.n_heads:
+                raise ConfigError(
+                    "model.width",
+                    f"must be a multiple of model.n_heads (got width={self.width}, n_heads={self.n_heads})",
+                )
+        else:
+            for key in ("n_layers", "n_heads"):
+                if getattr(self, key) != 1:
+                    raise ConfigError(f"model.{key}", f"only model.kind=transformer has {key} != 1 (kind={self.kind})")
+            for key in ("mlp", "layernorm"):
+                if getattr(self, key):
+                    raise ConfigError(f"model.{key}", f"only model.kind=transformer has {key} (kind={self.kind})")
+        if self.d_k is not None and self.kind != "factored":
+            raise ConfigError("model.d_k", f"only model.kind=factored has d_k (kind={self.kind})")
+        return self
 
 
 class EngineConfig(_Strict):
@@ -145,6 +178,9 @@ class EngineConfig(_Strict):
     )
     dtype: Literal["float64", "float32"] = "float64"
     device: Literal["auto", "cpu", "cuda"] = "cpu"
+    train_prompts: int | None = Field(
+        None, ge=1, le=100_000_000, description="sampled: a fixed training set of M prompts (default: none)"
+    )
 
 
 class TrainConfig(_Strict):
@@ -222,6 +258,20 @@ class Config(_Strict):
         if self.engine.dtype == "float32" and self.train.lr > FLOAT32_MAX:
             raise ConfigError("train.lr", f"must be at most {FLOAT32_MAX:.4g} with engine.dtype=float32 "
                               f"(got {self.train.lr:g})")
+        if self.engine.kind == "sampled":
+            if self.engine.train_prompts is not None and self.engine.resample:
+                raise ConfigError("engine.resample", "cannot be true with a fixed training set (engine.train_prompts)")
+        else:
+            if self.model.kind != "reduced":
+                raise ConfigError(
+                    "engine.kind",
+                    f"the kernel engine supports model.kind=reduced only (got {self.model.kind}; "
+                    "use engine.kind=sampled)",
+                )
+            if self.engine.train_prompts is not None:
+                raise ConfigError(
+                    "engine.train_prompts", "needs engine.kind=sampled (the kernel engine has no prompts)"
+                )
         self._check_sizes()
         return self
 
@@ -247,6 +297,9 @@ class Config(_Strict):
                     size = 4 * max(n * points * d, task.elements(n, points))
                     checks.append((field, f"{what} ({field.split('.')[1]}={n}, N+1={points}, d={d}, "
                                    f"{name}={getattr(task, 'name', '?')})", size))
+            if e.train_prompts is not None:  # the fixed training set is kept whole
+                checks.append(("engine.train_prompts", f"the fixed training set (train_prompts={e.train_prompts}, "
+                               f"N+1={points}, d={d})", 2 * e.train_prompts * points * (d + 1)))
         else:
             if e.counts == "multinomial":
                 checks.append(("engine.draws", f"the kernel engine's count draws (draws={e.draws}, K={K})",

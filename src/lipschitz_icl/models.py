@@ -1,15 +1,27 @@
-"""Models. The reduced one-layer softmax attention of the paper:
+"""Models. Every forward takes (x_ctx (B, N, d), y_ctx (B, N), x_q (B, d)) and returns
+(y_hat (B,), attention), where attention is the query's softmax over the N context tokens:
+(B, N) for a single-head model, (B, n_layers, n_heads, N) for a transformer. So the recorder
+treats every model the same way (no hidden state, no hooks).
 
-    y_hat = sum_i y_i softmax_i(x_i^T Q x_q),   softmax over the N context tokens,
-
-with a trainable key-query matrix Q in R^{d x d}, Q^(0) = 0 by default. The forward returns the
-attention weights with the prediction, so the recorder treats every model the same way.
+- ``reduced``: the paper's one-layer softmax attention,
+      y_hat = sum_i y_i softmax_i(x_i^T Q x_q),
+  with a trainable key-query matrix Q in R^{d x d}, Q^(0) = 0 by default.
+- ``factored``: separate W_Q, W_K (maps R^d -> R^{d_k}, stored as (d_k, d) matrices like
+  nn.Linear weights), logits (W_Q x_q)^T (W_K x_i) / sqrt(d_k), labels aggregated as in the
+  reduced model. Its merged matrix is Q_eff = W_K^T W_Q / sqrt(d_k) (so x_i^T Q_eff x_q are
+  the logits).
+- ``transformer``: see transformer.py.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import nn
+
+
+def _label_attention(logits: torch.Tensor, y_ctx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    attn = torch.softmax(logits, dim=-1)  # stable: softmax subtracts the max
+    return (attn * y_ctx).sum(-1), attn
 
 
 class ReducedAttention(nn.Module):
@@ -33,12 +45,64 @@ class ReducedAttention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """x_ctx (B, N, d), y_ctx (B, N), x_q (B, d) -> (y_hat (B,), attention (B, N))."""
         logits = torch.einsum("bnd,de,be->bn", x_ctx, self.Q, x_q)  # x_i^T Q x_q
-        attn = torch.softmax(logits, dim=-1)  # stable: softmax subtracts the max
-        y_hat = (attn * y_ctx).sum(-1)
-        return y_hat, attn
+        return _label_attention(logits, y_ctx)
+
+    def effective_Q(self) -> torch.Tensor:
+        """The d x d matrix with logits x_i^T Q x_q."""
+        return self.Q
+
+
+class FactoredAttention(nn.Module):
+    """Separate query and key maps W_Q, W_K: R^d -> R^{d_k}; the values are the labels."""
+
+    def __init__(
+        self,
+        d: int,
+        d_k: int | None = None,
+        init_scale: float = 0.01,
+        gen: torch.Generator | None = None,
+        dtype: torch.dtype = torch.float64,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        super().__init__()
+        self.d_k = d_k or d
+        shape = (self.d_k, d)
+        # small random init (W_Q = W_K = 0 is a stationary point); entries N(0, init_scale^2)
+        self.W_Q = nn.Parameter(init_scale * torch.randn(shape, generator=gen, dtype=dtype, device=device))
+        self.W_K = nn.Parameter(init_scale * torch.randn(shape, generator=gen, dtype=dtype, device=device))
+
+    def forward(
+        self, x_ctx: torch.Tensor, y_ctx: torch.Tensor, x_q: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """x_ctx (B, N, d), y_ctx (B, N), x_q (B, d) -> (y_hat (B,), attention (B, N))."""
+        q = x_q @ self.W_Q.T  # W_Q x_q, (B, d_k)
+        k = x_ctx @ self.W_K.T  # W_K x_i, (B, N, d_k)
+        logits = torch.einsum("bnk,bk->bn", k, q) / self.d_k**0.5
+        return _label_attention(logits, y_ctx)
+
+    def effective_Q(self) -> torch.Tensor:
+        """Q_eff = W_K^T W_Q / sqrt(d_k): x_i^T Q_eff x_q = (W_Q x_q)^T (W_K x_i) / sqrt(d_k)."""
+        return self.W_K.T @ self.W_Q / self.d_k**0.5
 
 
 def make_model(cfg, d: int, gen: torch.Generator, dtype: torch.dtype, device) -> nn.Module:
+    """The model a ModelConfig describes; every random init draws from ``gen``."""
     if cfg.kind == "reduced":
-        return ReducedAttention(d, cfg.init, cfg.init_scale, gen, dtype, device)
+        init = "zero" if cfg.init == "auto" else cfg.init  # Q^(0) = 0 unless asked otherwise
+        return ReducedAttention(d, init, cfg.init_scale, gen, dtype, device)
+    if cfg.kind == "factored":
+        return FactoredAttention(d, getattr(cfg, "d_k", None), cfg.init_scale, gen, dtype, device)
+    if cfg.kind == "transformer":
+        from .transformer import ICLTransformer
+
+        return ICLTransformer(
+            d, width=cfg.width, n_layers=cfg.n_layers, n_heads=cfg.n_heads, mlp=cfg.mlp,
+            layernorm=cfg.layernorm, gen=gen, dtype=dtype, device=device,
+        )
     raise ValueError(f"unknown model kind {cfg.kind!r}")
+
+
+def effective_Q(model: nn.Module) -> torch.Tensor | None:
+    """The merged key-query matrix of a single-head model, or None (transformer)."""
+    fn = getattr(model, "effective_Q", None)
+    return fn() if fn is not None else None

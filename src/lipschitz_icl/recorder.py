@@ -4,8 +4,11 @@ Metrics (k, n are feature indices; empty where a metric is not per feature):
     loss, test_error, test_error_other, grad_norm, attn_min, attn_mean   scalars
     attn_self  (k)      Attn_k        attention a query of feature k puts on its own feature
     attn_cross (k, n)   Attn_{k->n}   attention it puts on feature n != k
-    A          (k)      A_k = v_k^T Q v_k
+    A          (k)      A_k = v_k^T Q v_k       (models with a merged Q: reduced; factored's Q_eff)
     B          (k, n)   B_{k,n} = v_n^T Q v_k
+Multi-layer/multi-head models (transformer) add, for layer l and head h (0-based):
+    attn_self@LlHh (k), attn_cross@LlHh (k, n), attn_min@LlHh     the same per layer and head
+and their attn_self / attn_cross / attn_min are the head average of the last layer.
 """
 
 from __future__ import annotations
@@ -57,20 +60,35 @@ class Recorder:
         attn: torch.Tensor,
         scores: torch.Tensor,
         extra: dict[str, float] | None = None,
+        heads: torch.Tensor | None = None,
     ) -> None:
-        a = attn.detach().double().cpu().numpy()
-        s = scores.detach().double().cpu().numpy()
-        diag = np.diagonal(a)
+        """attn (K, K) Attn_{k->n}; scores (K, K) v_n^T Q v_k or None (no merged Q);
+        heads (n_layers, n_heads, K, K) or None (single-head models)."""
         self._add(step, "loss", loss)
         for name, value in (extra or {}).items():
             self._add(step, name, value)
-        self._add(step, "attn_min", np.nanmin(diag) if np.isfinite(diag).any() else np.nan)
-        self._add(step, "attn_mean", np.nanmean(diag) if np.isfinite(diag).any() else np.nan)
-        self._add(step, "attn_self", diag, k=self._diag)
-        self._add(step, "A", np.diagonal(s), k=self._diag)
+        self._attention(step, attn, "")
+        if heads is not None:
+            h = heads.detach()
+            for layer in range(h.shape[0]):
+                for head in range(h.shape[1]):
+                    self._attention(step, h[layer, head], f"@L{layer}H{head}", mean=False)
+        if scores is not None:
+            s = scores.detach().double().cpu().numpy()
+            self._add(step, "A", np.diagonal(s), k=self._diag)
+            if self.K > 1:
+                self._add(step, "B", s[self._off], k=self._off_k, n=self._off_n)
+
+    def _attention(self, step: int, attn: torch.Tensor, suffix: str, mean: bool = True) -> None:
+        a = attn.detach().double().cpu().numpy()
+        diag = np.diagonal(a)
+        some = np.isfinite(diag).any()
+        self._add(step, "attn_min" + suffix, np.nanmin(diag) if some else np.nan)
+        if mean:
+            self._add(step, "attn_mean" + suffix, np.nanmean(diag) if some else np.nan)
+        self._add(step, "attn_self" + suffix, diag, k=self._diag)
         if self.K > 1:
-            self._add(step, "attn_cross", a[self._off], k=self._off_k, n=self._off_n)
-            self._add(step, "B", s[self._off], k=self._off_k, n=self._off_n)
+            self._add(step, "attn_cross" + suffix, a[self._off], k=self._off_k, n=self._off_n)
 
     def table(self) -> pa.Table:
         if not self._chunks:

@@ -1,4 +1,5 @@
-"""Run directories: ``config.yaml`` (resolved), ``metrics.parquet`` (tidy), ``summary.json``.
+"""Run directories: ``config.yaml`` (resolved), ``metrics.parquet`` (tidy), ``summary.json``,
+``params.pt`` (the trained parameters: a state dict, read back only with weights_only=True).
 
 Every file is written atomically: to a temporary file in the same folder, flushed and fsynced,
 then renamed over the target (and the folder fsynced), so a reader never sees half a file. A
@@ -8,6 +9,7 @@ failed write removes its temporary file and leaves the previous version of the t
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import math
 import os
@@ -21,10 +23,12 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import torch
 
 from .errors import UserInputError
 
 CONFIG_FILE, METRICS_FILE, SUMMARY_FILE = "config.yaml", "metrics.parquet", "summary.json"
+PARAMS_FILE = "params.pt"
 
 
 TMP_SUFFIX = ".tmp"  # temporary files are ``.<name>.<random>.tmp`` beside their target
@@ -119,6 +123,27 @@ def atomic_write_parquet(path: Path, table: pa.Table) -> None:
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
     atomic_write_bytes(path, sink.getvalue().to_pybytes())
+
+
+def atomic_write_params(path: Path, state: dict[str, torch.Tensor]) -> None:
+    """torch.save of a state dict (tensors only), written atomically."""
+    buf = io.BytesIO()
+    torch.save({k: v.detach().cpu() for k, v in state.items()}, buf)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def read_params(run_dir: str | Path) -> dict[str, torch.Tensor]:
+    """The trained parameters of a run, loaded with weights_only=True (no arbitrary objects)."""
+    path = Path(run_dir) / PARAMS_FILE
+    if not path.is_file():
+        raise UserInputError(f"{run_dir}: the run has no {PARAMS_FILE} (written by runs of this version)")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - a corrupt or hostile file is bad input
+        raise UserInputError(f"{path}: cannot be read as a state dict ({type(e).__name__})") from None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise UserInputError(f"{path}: not a state dict of tensors")
+    return state
 
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")

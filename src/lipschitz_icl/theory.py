@@ -98,13 +98,18 @@ def init_loss_fn(problem: Problem) -> tuple[Callable[[torch.Tensor], torch.Tenso
     Kernel engine: the exact population loss with the engine's counts (its B multinomial draws or
     the mean-field counts N p). Sampled engine: the loss on one fixed batch of prompts (the
     engine's full batch, or its first fresh batch when it resamples). Computed in float64.
+
+    Always the merged-Q (reduced) objective: for model.kind=factored it is taken at
+    Q_eff^(0) = W_K^T W_Q / sqrt(d_k), for model.kind=transformer at Q = 0.
     """
     from .engines import KernelEngine, build_engine, kernel_loss, make_generator
-    from .models import make_model
+    from .models import effective_Q, make_model
 
     cfg = problem.config
     engine = build_engine(problem)
     model = make_model(cfg.model, cfg.features.d, make_generator(cfg.seed, "init"), torch.float64, "cpu")
+    Q0 = effective_Q(model)
+    Q0 = torch.zeros(cfg.features.d, cfg.features.d, dtype=torch.float64) if Q0 is None else Q0.detach()
     if isinstance(engine, KernelEngine):
         dev = engine.V.device
         V, counts = engine.V.double(), engine.counts.double()
@@ -114,7 +119,7 @@ def init_loss_fn(problem: Problem) -> tuple[Callable[[torch.Tensor], torch.Tenso
             M = V.T @ Q.T @ V  # M_kn = v_n^T Q v_k
             return sum(kernel_loss(M, counts, sigma, p, tau, q)[0] for q in engine._chunks())
 
-        return loss_kernel, model.Q.detach().to(dev)
+        return loss_kernel, Q0.to(dev)
 
     batch = engine.batch if engine.batch is not None else engine._draw()
     x, y = batch.x.double(), batch.y.double()
@@ -125,7 +130,7 @@ def init_loss_fn(problem: Problem) -> tuple[Callable[[torch.Tensor], torch.Tenso
         y_hat = (torch.softmax(logits, dim=-1) * y[:, :-1]).sum(-1)
         return 0.5 * (y_hat - target).square().mean()
 
-    return loss_sampled, model.Q.detach().to(x.device)
+    return loss_sampled, Q0.to(x.device)
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,7 @@ def train(
             if step % tc.log_every == 0 or done or step == tc.steps:
                 test_errors = engine.test_errors()
                 extra = {**test_errors, "grad_norm": _grad_norm(engine.parameters())}
-                recorder.record(step, out.loss, out.attn, engine.scores(), extra)
+                recorder.record(step, out.loss, out.attn, engine.scores(), extra, heads=out.heads)
                 if progress is not None:
                     progress(step, out.loss, attn_min)
             if done:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from .analyze import analyze_command
+from .evaluate import evaluate_command
 from .reproduce import reproduce_command
 from .run import run_command
 from .theory import theory_command
@@ -30,6 +31,7 @@ app.command("run")(run_command)
 app.command("theory")(theory_command)
 app.command("analyze")(analyze_command)
 app.command("reproduce")(reproduce_command)
+app.command("evaluate")(evaluate_command)
 
 
 def main() -> None:

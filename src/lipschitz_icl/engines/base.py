@@ -28,6 +28,9 @@ def resolve_device(name: str) -> torch.device:
 class StepOutput:
     loss: float  # the training objective at the current parameters (before the update)
     attn: torch.Tensor  # (K, K): attn[k, n] = Attn_{k->n}; the diagonal is Attn_k
+    # multi-layer/multi-head models: (n_layers, n_heads, K, K), Attn_{k->n} of every layer and
+    # head (``attn`` is then the head average of the last layer); None for single-head models
+    heads: torch.Tensor | None = None
 
 
 class Engine:
@@ -39,8 +42,13 @@ class Engine:
     def forward_backward(self) -> StepOutput:
         raise NotImplementedError
 
-    def scores(self) -> torch.Tensor:
-        """(K, K): scores[k, n] = v_n^T Q v_k, so A_k = scores[k, k] and B_{k,n} = scores[k, n]."""
+    def scores(self) -> torch.Tensor | None:
+        """(K, K): scores[k, n] = v_n^T Q v_k, so A_k = scores[k, k] and B_{k,n} = scores[k, n].
+        None for models without a single merged Q (the transformer)."""
+        raise NotImplementedError
+
+    def model_state(self) -> dict[str, torch.Tensor]:
+        """The trained parameters as a state dict of the run's model (saved as params.pt)."""
         raise NotImplementedError
 
     def test_errors(self) -> dict[str, float]:

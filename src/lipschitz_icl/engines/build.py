@@ -44,5 +44,5 @@ def build_engine(problem: Problem) -> Engine:
     return SampledEngine(
         fs, problem.task, model.to(device), cfg.prompt.N, batch=cfg.engine.batch,
         resample=cfg.resample, tau=cfg.task.label_noise, seed=cfg.seed, test_tasks=test_tasks,
-        test_prompts=cfg.eval.functions, device=device,
+        test_prompts=cfg.eval.functions, device=device, train_prompts=cfg.engine.train_prompts,
     )

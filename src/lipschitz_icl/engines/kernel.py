@@ -116,6 +116,14 @@ class KernelEngine(Engine):
     def scores(self) -> torch.Tensor:
         return self._scores().detach()
 
+    def model_state(self) -> dict[str, torch.Tensor]:
+        """{"Q": Q}. In S space Q is the minimum-norm matrix with V^T Q^T V = M:
+        Q = V^{+T} M^T V^+ (exact whenever M is of that form, which GD from V^T Q0^T V keeps)."""
+        if self.space == "Q":
+            return {"Q": self.Q.detach().cpu().clone()}
+        V_pinv = torch.linalg.pinv(self.V)  # V^+, (K, d)
+        return {"Q": (V_pinv.T @ self.M.detach().T @ V_pinv).cpu()}
+
     def _chunks(self):
         K, B = self.fs.K, self.counts.shape[0]
         size = max(1, CHUNK_ELEMENTS // max(1, B * K))

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from ..features import FeatureSet
+from ..models import effective_Q
 from ..tasks import TaskClass, check_finite
 from .base import Engine, StepOutput, make_generator
 
@@ -42,16 +43,27 @@ def draw_prompts(
 
 
 def attention_by_feature(ids: torch.Tensor, attn: torch.Tensor, K: int) -> torch.Tensor:
-    """Average attention mass that queries of feature k put on context tokens of feature n."""
+    """Average attention mass that queries of feature k put on context tokens of feature n.
+
+    ids (B, N + 1); attn (B, N) -> (K, K), or (B, *heads, N) -> (*heads, K, K) for models that
+    return one attention row per layer and head, e.g. (n_layers, n_heads, K, K).
+    """
     ctx, q = ids[:, :-1], ids[:, -1]
-    mass = torch.zeros(attn.shape[0], K, dtype=attn.dtype, device=attn.device)
-    mass.scatter_add_(1, ctx, attn)  # (B, n)
-    sums = torch.zeros(K, K, dtype=attn.dtype, device=attn.device).index_add_(0, q, mass)
-    n_q = torch.bincount(q, minlength=K).to(attn.dtype).unsqueeze(1)
-    return sums / n_q  # NaN for a query feature absent from the batch
+    lead = attn.shape[1:-1]
+    flat = attn.reshape(attn.shape[0], -1, attn.shape[-1])  # (B, H, N)
+    mass = torch.zeros(flat.shape[0], flat.shape[1], K, dtype=attn.dtype, device=attn.device)
+    mass.scatter_add_(2, ctx.unsqueeze(1).expand_as(flat), flat)  # (B, H, n)
+    sums = torch.zeros(K, flat.shape[1], K, dtype=attn.dtype, device=attn.device).index_add_(0, q, mass)
+    n_q = torch.bincount(q, minlength=K).to(attn.dtype).view(K, 1, 1)
+    out = (sums / n_q).transpose(0, 1)  # (H, K, K); NaN for a query feature absent from the batch
+    return out.reshape(*lead, K, K)
 
 
 class SampledEngine(Engine):
+    """Trains on fresh prompts every step (``resample``), one fixed batch (full-batch GD), or a
+    fixed training set of M prompts (``train_prompts``: full batch if batch >= M, else
+    minibatches of ``batch`` distinct prompts drawn from the M with the engine's generator)."""
+
     def __init__(
         self,
         fs: FeatureSet,
@@ -66,12 +78,20 @@ class SampledEngine(Engine):
         test_tasks: dict[str, TaskClass],
         test_prompts: int,
         device: torch.device,
+        train_prompts: int | None = None,
     ) -> None:
         self.fs, self.task, self.model, self.N, self.B, self.tau = fs, task, model, N, batch, tau
-        self.resample, self.device = resample, device
+        self.device = device
+        self.resample = resample and train_prompts is None
         self.V = fs.V.to(device)
         self.gen = make_generator(seed, "prompts")
-        self.batch = None if resample else self._draw()
+        self.train_set: PromptBatch | None = None  # the M prompts of a finite training set
+        self.last_index: torch.Tensor | None = None  # rows of train_set in the last minibatch
+        if train_prompts is not None:
+            self.train_set = draw_prompts(fs, task, N, train_prompts, tau, self.gen, device)
+            self.batch = self.train_set if batch >= train_prompts else None
+        else:
+            self.batch = None if self.resample else self._draw()
         test_gen = make_generator(seed, "test")
         self.test_batches = {
             name: draw_prompts(fs, t, N, test_prompts, tau, test_gen, device) for name, t in test_tasks.items()
@@ -79,6 +99,18 @@ class SampledEngine(Engine):
 
     def _draw(self) -> PromptBatch:
         return draw_prompts(self.fs, self.task, self.N, self.B, self.tau, self.gen, self.device)
+
+    def _next_batch(self) -> PromptBatch:
+        if self.batch is not None:
+            return self.batch
+        if self.train_set is None:
+            return self._draw()
+        M = self.train_set.ids.shape[0]
+        idx = torch.randperm(M, generator=self.gen)[: self.B]  # B distinct prompts of the M
+        self.last_index = idx
+        idx = idx.to(self.device)
+        t = self.train_set
+        return PromptBatch(t.ids[idx], t.x[idx], t.y[idx])
 
     def parameters(self) -> list[torch.Tensor]:
         return list(self.model.parameters())
@@ -88,15 +120,24 @@ class SampledEngine(Engine):
         return 0.5 * (y_hat - batch.target).square().mean(), attn
 
     def forward_backward(self) -> StepOutput:
-        batch = self._draw() if self.resample else self.batch
+        batch = self._next_batch()
         self.model.zero_grad(set_to_none=True)
         loss, attn = self._loss(batch)
         loss.backward()
-        return StepOutput(float(loss.detach()), attention_by_feature(batch.ids, attn.detach(), self.fs.K))
+        by_feature = attention_by_feature(batch.ids, attn.detach(), self.fs.K)
+        if by_feature.dim() == 2:
+            return StepOutput(float(loss.detach()), by_feature)
+        heads = by_feature.reshape(-1, by_feature.shape[-3], self.fs.K, self.fs.K)  # (layers, heads, K, K)
+        return StepOutput(float(loss.detach()), heads[-1].mean(0), heads)
 
-    def scores(self) -> torch.Tensor:
-        Q = self.model.Q.detach()
-        return self.V.T @ Q.T @ self.V
+    def scores(self) -> torch.Tensor | None:
+        Q = effective_Q(self.model)
+        if Q is None:
+            return None
+        return self.V.T @ Q.detach().T @ self.V
+
+    def model_state(self) -> dict[str, torch.Tensor]:
+        return {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
 
     @torch.no_grad()
     def test_errors(self) -> dict[str, float]:

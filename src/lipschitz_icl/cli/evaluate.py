@@ -1,0 +1,87 @@
+"""``lipschitz-icl evaluate``: a trained run against in-context baselines on the same prompts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from ..errors import UserInputError
+from .common import err, out, progress_bar, user_errors
+
+
+def _parse_contexts(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise UserInputError(f"--contexts {text!r}: expected comma-separated integers, e.g. 1,2,4,8") from None
+    if not values or min(values) < 1:
+        raise UserInputError(f"--contexts {text!r}: expected positive integers")
+    return values
+
+
+SHORT = {"Nadaraya-Watson": "NW", "least squares": "LS", "context mean": "mean"}
+
+
+def evaluation_tables(table, trained: str) -> list[Table]:
+    """One rich table per class: rows n_context, columns methods, cells the error (best in bold)."""
+    tables = []
+    methods = list(dict.fromkeys(table["method"]))
+    for cls in dict.fromkeys(table["class"]):
+        sub = table[table["class"] == cls]
+        best = sub.loc[sub.groupby("n_context")["error"].idxmin()].set_index("n_context")["method"]
+        kind = "the run's class" if cls == trained else "held out"
+        t = Table(title=f"{cls} ({kind}): error 1/2 E[(y_hat - f(x_q))^2] on unseen functions",
+                  caption="bold: lowest; NW Nadaraya-Watson, LS least squares; standard errors in evaluation.csv")
+        t.add_column("n", justify="right")
+        for m in methods:
+            t.add_column(SHORT.get(m, m), justify="right")
+        for n, rows in sub.groupby("n_context", sort=True):
+            cells = []
+            for m in methods:
+                text = f"{rows[rows.method == m].iloc[0].error:.3g}"
+                cells.append(f"[bold]{text}[/]" if best[n] == m else text)
+            t.add_row(str(n), *cells)
+        tables.append(t)
+    return tables
+
+
+def evaluate_command(
+    run_dir: Path = typer.Argument(..., help="A run directory written by `lipschitz-icl run`."),
+    prompts: int = typer.Option(512, "--prompts", min=2, help="Prompts per class (unseen functions)."),
+    contexts: str = typer.Option(None, "--contexts", help="Context sizes, e.g. 1,2,4,8 (default: powers of 2 to N)."),
+    classes: list[str] = typer.Option(None, "--class", help="Task class to test on (repeatable; default: the "
+                                      "run's class and a held-out one)."),
+    out_dir: Path = typer.Option(None, "--out", "-o", help="Where to write the outputs (default: RUN_DIR)."),
+) -> None:
+    """Error against the number of context examples on unseen functions: the trained model beside
+    1-NN, 3-NN, Nadaraya-Watson, least squares, GP regression and the context mean, on the very
+    same prompts. Writes evaluation.parquet, evaluation.csv and evaluation.png."""
+    from ..api import load_run
+    from ..evaluate import evaluate_run, write_evaluation
+
+    with user_errors():
+        run = load_run(run_dir)
+        ctx = _parse_contexts(contexts)
+        with progress_bar() as bar:
+            task = bar.add_task("evaluating", total=None, info="")
+
+            def progress(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            table = evaluate_run(run, prompts=prompts, contexts=ctx, classes=list(classes or []) or None,
+                                 progress=progress)
+        target = out_dir or run_dir
+        try:
+            paths = write_evaluation(table, target)
+            from ..plots.evaluate import evaluation_figure
+
+            paths.append(evaluation_figure(table, Path(target) / "evaluation.png", title=run.config.model.kind))
+        except OSError as e:
+            raise UserInputError(f"cannot write the evaluation into {target}: {e.strerror or e}") from None
+    for t in evaluation_tables(table, run.config.task.kind):
+        out.print(t)
+    err.print("wrote " + ", ".join(str(p) for p in paths))

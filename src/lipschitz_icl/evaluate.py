@@ -1,0 +1,140 @@
+"""In-context evaluation of a trained run against baselines, on the very same prompts.
+
+For each task class (the run's own, and a held-out one) and each number of context examples
+n, draw P prompts of functions never used in training (their own random stream, ``evaluate:<class>``),
+from the run's features, token noise and label noise; the prompts are nested, so the n-example
+context is the first n tokens of the largest one. Every method predicts f(x_q) from the same
+n examples; the error is 1/2 E[(y_hat - f(x_q))^2] (the run's ``test_error`` at n = N), with
+its standard error over prompts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import torch
+from torch import nn
+
+from .api import Run, load_run
+from .baselines import BASELINES, gp_regression
+from .engines import draw_prompts, make_generator
+from .errors import UserInputError
+from .features import make_features
+from .models import make_model
+from .problem import dtype_of
+from .store import atomic_write_bytes, atomic_write_parquet, read_params
+from .tasks import make_task, task_names
+
+EVALUATION_PARQUET, EVALUATION_CSV = "evaluation.parquet", "evaluation.csv"
+COLUMNS = ["n_context", "method", "class", "error", "se"]
+MODEL = "model"
+CHUNK_ELEMENTS = 2**22  # prompts are processed in chunks of about this many P * N^2 entries
+
+ProgressFn = Callable[[int, int], None]  # (done, total) evaluation cells
+
+
+def load_model(run: Run) -> nn.Module:
+    """The run's model with its trained parameters (params.pt, loaded with weights_only=True)."""
+    if run.dir is None:
+        raise UserInputError("the run has no directory to read params.pt from (run it with write=True)")
+    cfg = run.config
+    model = make_model(cfg.model, cfg.features.d, make_generator(cfg.seed, "init"), dtype_of(cfg), "cpu")
+    state = read_params(run.dir)
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as e:
+        first = str(e).splitlines()[0]
+        raise UserInputError(f"{run.dir}: params.pt does not fit the run's model ({first})") from None
+    return model.eval()
+
+
+def default_contexts(N: int) -> list[int]:
+    """1, 2, 4, ... up to the training N, and N itself."""
+    out = [2**i for i in range(int(math.log2(N)) + 1) if 2**i <= N]
+    return sorted(set(out) | {N})
+
+
+def default_classes(run: Run) -> list[str]:
+    """The run's class and a held-out one (eval.other_class, else relu_net, or linear for relu_net)."""
+    own = run.config.task.kind
+    other = run.config.eval.other_class or ("linear" if own == "relu_net" else "relu_net")
+    return [own] if other == own else [own, other]
+
+
+def _check(contexts: list[int], classes: list[str], prompts: int) -> None:
+    if prompts < 2:
+        raise UserInputError(f"--prompts must be at least 2 (got {prompts})")
+    bad = [n for n in contexts if n < 1]
+    if not contexts or bad:
+        raise UserInputError(f"--contexts must be positive integers (got {contexts})")
+    known = task_names()
+    for c in classes:
+        if c not in known:
+            raise UserInputError(f"--class {c!r} is not registered (known: {', '.join(known)})")
+
+
+def _predict(method: str, fn, model, x_ctx, y_ctx, x_q, noise: float) -> torch.Tensor:
+    if method == MODEL:
+        dt = next(model.parameters()).dtype
+        return model(x_ctx.to(dt), y_ctx.to(dt), x_q.to(dt))[0].to(x_ctx.dtype)
+    if fn is gp_regression:
+        return fn(x_ctx, y_ctx, x_q, noise=noise)
+    return fn(x_ctx, y_ctx, x_q)
+
+
+@torch.no_grad()
+def evaluate_run(
+    run: Run | str | Path,
+    prompts: int = 512,
+    contexts: list[int] | None = None,
+    classes: list[str] | None = None,
+    progress: ProgressFn | None = None,
+) -> pd.DataFrame:
+    """The tidy evaluation table: n_context, method, class, error, se (methods: model + baselines)."""
+    run = run if isinstance(run, Run) else load_run(run)
+    cfg = run.config
+    contexts = sorted(set(contexts or default_contexts(cfg.prompt.N)))
+    classes = list(dict.fromkeys(classes or default_classes(run)))
+    _check(contexts, classes, prompts)
+    model = load_model(run)
+    fs = make_features(cfg.features, make_generator(cfg.seed, "features"))
+    tau = cfg.task.label_noise
+    gp_noise = 1e-3 + tau**2  # the GP's noise variance: small, plus the known label noise
+    methods = {MODEL: None, **BASELINES}
+    n_max = max(contexts)
+    rows, done, total = [], 0, len(classes) * len(contexts)
+    for name in classes:
+        params = cfg.task.params if name == cfg.task.kind else {}
+        task = make_task(name, cfg.task.L, cfg.features.d, params)
+        batch = draw_prompts(fs, task, n_max, prompts, tau, make_generator(cfg.seed, f"evaluate:{name}"))
+        target = batch.target
+        for n in contexts:
+            chunk = max(1, CHUNK_ELEMENTS // (n * n))
+            errs: dict[str, list[torch.Tensor]] = {m: [] for m in methods}
+            for s in range(0, prompts, chunk):
+                rows_ = slice(s, s + chunk)
+                x_ctx, y_ctx = batch.x[rows_, :n], batch.y[rows_, :n]
+                x_q = batch.x[rows_, -1]
+                for method, fn in methods.items():
+                    y_hat = _predict(method, fn, model, x_ctx, y_ctx, x_q, gp_noise)
+                    errs[method].append(0.5 * (y_hat - target[rows_]).square())
+            for method, parts in errs.items():
+                e = torch.cat(parts).double()
+                rows.append((n, method, name, float(e.mean()), float(e.std() / math.sqrt(len(e)))))
+            done += 1
+            if progress is not None:
+                progress(done, total)
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def write_evaluation(table: pd.DataFrame, out_dir: str | Path) -> list[Path]:
+    """evaluation.parquet and evaluation.csv, each written atomically."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_parquet(out / EVALUATION_PARQUET, pa.Table.from_pandas(table, preserve_index=False))
+    atomic_write_bytes(out / EVALUATION_CSV, table.to_csv(index=False).encode("utf-8"))
+    return [out / EVALUATION_PARQUET, out / EVALUATION_CSV]

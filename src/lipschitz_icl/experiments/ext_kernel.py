@@ -1,0 +1,297 @@
+"""Extensions on the kernel engine (exact population loss): imbalanced features (R3a), L far
+beyond the sharp range (R3c), label noise (R3d), a curriculum over L (B7), the linear case (R8).
+
+Each experiment writes its criterion before it runs, measures, and derives the verdict from the
+numbers through ``claim(id, criterion, statistic, supported, refuted)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from .. import plots
+from ..engines import build_engine, kernel_loss
+from ..problem import build_problem
+from ..theory import theory_of
+from .claims import ClaimResult, claim
+from .ext_common import ext_sizes, first_step, grid, kernel_base, loglog_slope, plain_log_ticks, single_threaded
+from .runner import Context, experiment, rel_runs, run_group, with_overrides
+
+
+def _L_star(cfg) -> float:
+    return theory_of(build_problem(cfg)).L_star
+
+
+# ----------------------------------------------------------------------------- R3a: imbalanced p_k
+
+
+@experiment("R3a")
+@single_threaded
+def exp_imbalanced(ctx: Context) -> list[ClaimResult]:
+    statement = ("Non-uniform p_k (R3): with imbalanced features (p_1 = 0.6, the other four 0.1 each) and a "
+                 "nonlinear class, the dominant feature converges first and every Attn_k still converges (H2 "
+                 "beyond the linear case).")
+    crit = ("relu_net class, L = 2 L*, GD. T_conv(k): first step with Attn_k >= 0.9, recorded every 2 steps. "
+            "Supported if T_conv(dominant) < T_conv(k) for every rare k (all reached within the budget); not "
+            "supported if some rare feature reaches 0.9 no later than the dominant one; otherwise (e.g. a rare "
+            "feature never reaches 0.9 within the budget) inconclusive.")
+    S = ext_sizes(ctx)
+    cfg = kernel_base(ctx, S, "task.kind=relu_net", "features.probs=imbalanced", "features.p_max=0.6",
+                      "train.eps_mode=relative", "train.eps=1e-3", "train.log_every=2")
+    L = 2 * _L_star(cfg)
+    runs = run_group(ctx, "ext-imbalanced", [with_overrides(cfg, [f"task.L={L:.6g}", "name=imbalanced"])],
+                     "R3a imbalanced")
+    run = runs[0]
+    att = run.attention()
+    tc = {int(k): first_step(att[k], 0.9) for k in att.columns}
+    rare = [tc[k] for k in tc if k != 0]
+    stat = {"L": L, "T_conv_by_feature": tc, "T_conv_dominant": tc[0],
+            "T_conv_rare_min": None if any(t is None for t in rare) else min(rare),
+            "final_min_attn": float(att.iloc[-1].min()), "final_loss": run.summary["final_loss"],
+            "status": run.summary["status"]}
+    sup = tc[0] is not None and all(t is not None and t > tc[0] for t in rare)
+    ref = any(t is not None and (tc[0] is None or t <= tc[0]) for t in rare)
+    fig, axes = plots.figure(2, 1)
+    for k, c in zip(att.columns, plots.colors(len(att.columns)), strict=True):
+        label = f"k={k} (p={0.6 if k == 0 else 0.1:g})"
+        axes[0][0].plot(att.index + 1, att[k], color=c, lw=2.4 if k == 0 else 1, label=label)
+    axes[0][0].axhline(0.9, color="grey", ls=":", lw=0.8)
+    axes[0][0].set(xscale="log", xlabel="step + 1", ylabel="Attn_k", title="imbalanced features: Attn_k")
+    axes[0][0].legend(fontsize=7)
+    loss = run.series("loss")
+    axes[0][1].loglog(loss.index + 1, loss.values)
+    axes[0][1].set(xlabel="step + 1", title="loss")
+    fig_path = plots.save(fig, ctx.out, "ext_imbalanced")
+    return [claim("R3a", crit, stat, sup, ref, statement=statement, figures=[fig_path], runs=rel_runs(ctx, runs))]
+
+
+# ----------------------------------------------------------------------------- R3c: L far beyond L*
+
+
+@experiment("R3c")
+@single_threaded
+def exp_large_L(ctx: Context) -> list[ClaimResult]:
+    statement = ("L far beyond the sharp range (R3): with L up to 100 L* and a fixed step size, gradient descent "
+                 "still drives every Attn_k to 1 (no saturation on a wrong pattern), and convergence to a "
+                 "relative accuracy does not slow down as L grows (B5's 'larger L converges faster').")
+    crit = ("Gaussian features (K = 5, d = 8), relu_net class, eta = 1, L / L* on a grid up to 100, stop at loss "
+            "<= 1e-3 x the initial loss. Supported if every run ends with min_k Attn_k >= 0.9 and T_eps at the "
+            "largest L <= T_eps at the smallest; not supported if a run with L >= 10 L* ends with min_k Attn_k < "
+            "0.5, or T_eps at the largest L > 2 x T_eps at the smallest; otherwise inconclusive.")
+    S = ext_sizes(ctx)
+    cfg = kernel_base(ctx, S, "features.kind=gaussian", "features.d=8", "task.kind=relu_net",
+                      "train.eps_mode=relative", "train.eps=1e-3", "train.lr=1")
+    L_star = _L_star(cfg)
+    factors = grid([1.0, 3.0, 10.0, 30.0, 100.0], S.n_grid)
+    configs = [with_overrides(cfg, [f"task.L={f * L_star:.6g}", f"name=L{f:g}Lstar"]) for f in factors]
+    runs = run_group(ctx, "ext-large-L", configs, "R3c large L")
+    T = [r.summary["T_eps"] for r in runs]
+    amin = [float(r.attention().iloc[-1].min()) for r in runs]
+    stat = {"L_star": L_star, "max_L_over_Lstar": factors[-1], "T_eps_smallest_L": T[0], "T_eps_largest_L": T[-1],
+            "min_final_attn": min(amin), "L_over_Lstar": factors, "T_eps": T, "final_min_attn": amin,
+            "status": [r.summary["status"] for r in runs]}
+    sup = min(amin) >= 0.9 and T[0] is not None and T[-1] is not None and T[-1] <= T[0]
+    ref = any(a < 0.5 for f, a in zip(factors, amin, strict=True) if f >= 10) or (
+        T[0] is not None and T[-1] is not None and T[-1] > 2 * T[0])
+    fig, axes = plots.figure(2, 1)
+    for r, f, c in zip(runs, factors, plots.colors(len(runs)), strict=True):
+        am = r.series("attn_min")
+        axes[0][0].plot(am.index + 1, am.values, color=c, label=f"L = {f:g} L*")
+        loss = r.series("loss")
+        axes[0][1].loglog(loss.index + 1, loss.values / loss.values[0], color=c)
+    axes[0][0].set(xscale="log", xlabel="step + 1", ylabel="min_k Attn_k", title="L far beyond L*")
+    axes[0][0].legend(fontsize=7)
+    axes[0][1].set(xlabel="step + 1", ylabel="loss / initial loss", title="relative loss")
+    fig_path = plots.save(fig, ctx.out, "ext_large_L")
+    return [claim("R3c", crit, stat, sup, ref, statement=statement, figures=[fig_path], runs=rel_runs(ctx, runs))]
+
+
+# ----------------------------------------------------------------------------- R3d: label noise
+
+
+def _noise_floor(cfg) -> float:
+    """The unseen-function error of perfect attention (a = e_k whenever the prompt holds feature k):
+    1/2 sum_k p_k E_c[(a - e_k)^T Sigma (a - e_k) + tau^2 sum_n a_n^2 / c_n] at scores 50 I
+    (orthonormal features), on the run's own count draws and test functions."""
+    eng = build_engine(build_problem(cfg))
+    M = 50.0 * torch.eye(cfg.features.K, dtype=eng.counts.dtype)
+    return float(kernel_loss(M, eng.counts, eng.test_sigmas["test_error"], eng.p, cfg.task.label_noise)[0])
+
+
+@experiment("R3d")
+@single_threaded
+def exp_label_noise(ctx: Context) -> list[ClaimResult]:
+    statement = ("Label noise: with noisy context labels y_i = f(x_i) + tau eps_i, the trained attention still "
+                 "converges to the query's own feature (min_k Attn_k >= 0.9) and the error on clean targets of "
+                 "unseen functions reaches the noise floor of averaging the own-feature labels.")
+    crit = ("Quickstart setting (linear, L = 2, K = 5, N = 50), GD for the step budget, tau on a grid of 0.25 to 2. "
+            "Floor: the error of perfect attention, 1/2 E[tau^2 / c_k] (+ prompts lacking feature k), on the same "
+            "count draws. Supported if for every tau min_k Attn_k >= 0.9 and test error <= 2 x floor; not "
+            "supported if for some tau min_k Attn_k < 0.5 or test error > 5 x floor; otherwise inconclusive.")
+    S = ext_sizes(ctx)
+    cfg = kernel_base(ctx, S, "train.eps=1e-9")  # no early stop: the floor is above any useful eps
+    taus = grid([0.25, 0.5, 1.0, 2.0], S.n_grid)
+    configs = [with_overrides(cfg, [f"task.label_noise={t:g}", f"name=tau{t:g}"]) for t in taus]
+    runs = run_group(ctx, "ext-label-noise", configs, "R3d label noise")
+    floors = [_noise_floor(r.config) for r in runs]
+    errs = [r.summary.get("final_test_error") for r in runs]
+    amin = [float(r.attention().iloc[-1].min()) for r in runs]
+    ratio = [e / f if e is not None and f > 0 else math.nan for e, f in zip(errs, floors, strict=True)]
+    stat = {"min_attn_over_tau": min(amin), "max_error_over_floor": max(ratio), "tau": taus, "final_min_attn": amin,
+            "test_error": errs, "floor": floors, "error_over_floor": ratio}
+    sup = all(a >= 0.9 for a in amin) and all(x <= 2 for x in ratio)
+    ref = any(a < 0.5 for a in amin) or any(x > 5 for x in ratio)
+    fig, axes = plots.figure(2, 1)
+    for r, t, f, c in zip(runs, taus, floors, plots.colors(len(runs)), strict=True):
+        am = r.series("attn_min")
+        axes[0][0].plot(am.index + 1, am.values, color=c, label=f"tau = {t:g}")
+        te = r.series("test_error")
+        axes[0][1].loglog(te.index + 1, te.values, color=c)
+        axes[0][1].axhline(f, color=c, ls=":", lw=1)
+    axes[0][0].set(xscale="log", xlabel="step + 1", ylabel="min_k Attn_k", title="label noise: attention")
+    axes[0][0].legend(fontsize=7)
+    axes[0][1].set(xlabel="step + 1", ylabel="test error", title="unseen-function error (dotted: noise floor)")
+    fig_path = plots.save(fig, ctx.out, "ext_label_noise")
+    notes = ("With label noise the population optimum is not exactly a = e_k: moving a little mass off feature k "
+             "lowers the noise term tau^2 sum_n a_n^2 / c_n to first order, so some shrinkage is expected.")
+    return [claim("R3d", crit, stat, sup, ref, statement=statement, figures=[fig_path], runs=rel_runs(ctx, runs),
+                  notes=notes)]
+
+
+# ----------------------------------------------------------------------------- B7: curriculum over L
+
+
+def _copy(dst: list[torch.Tensor], src: list[torch.Tensor]) -> None:
+    with torch.no_grad():
+        for a, b in zip(dst, src, strict=True):
+            a.copy_(b)
+
+
+def curriculum_descent(cfg, L_high: float | None, budget: int, eps_rel: float) -> dict:
+    """Gradient descent on the target L's loss, optionally after a first stage at L_high that lasts
+    until min_k Attn_k (at L_high) reaches 1/2 or half the budget. The target loss is measured at
+    every step; T is the first step with loss <= eps_rel x the initial target loss."""
+    eta = cfg.train.lr
+    target = build_engine(build_problem(cfg))
+    high = build_engine(build_problem(with_overrides(cfg, [f"task.L={L_high:.6g}"]))) if L_high else None
+    stage = "high" if high is not None else "target"
+    loss0, losses, attn, switch = None, [], [], None
+    for step in range(budget + 1):
+        out = target.forward_backward()
+        loss0 = loss0 if loss0 is not None else out.loss
+        losses.append(out.loss)
+        attn.append(float(torch.diagonal(out.attn).min()))
+        if out.loss <= eps_rel * loss0:
+            return {"T": step, "loss": losses, "attn_min": attn, "switch": switch}
+        engine = target
+        if stage == "high":
+            out_h = high.forward_backward()
+            if float(torch.diagonal(out_h.attn).min()) >= 0.5 or step >= budget // 2:
+                stage, switch = "target", step
+            else:
+                engine = high
+        with torch.no_grad():
+            for p in engine.parameters():
+                p -= eta * p.grad
+        if high is not None:
+            _copy(target.parameters() if engine is high else high.parameters(), engine.parameters())
+    return {"T": None, "loss": losses, "attn_min": attn, "switch": switch}
+
+
+@experiment("B7")
+@single_threaded
+def exp_curriculum(ctx: Context) -> list[ClaimResult]:
+    crit = ("Target L = L* / 2 (flat regime; quickstart features, linear class, eta = 1). Curriculum: GD at "
+            "L_high = 4 L until min_k Attn_k >= 1/2 (or half the budget), then at the target L; none: GD at the "
+            "target L from the start. T: first step with target loss <= eps_rel x its initial value. Supported if "
+            "T_curriculum <= 0.8 T_none; not supported if T_curriculum >= T_none; otherwise, or if either run "
+            "misses eps within the budget, inconclusive.")
+    S = ext_sizes(ctx)
+    eps_rel = 3e-2 if ctx.quick else 1e-3
+    cfg = kernel_base(ctx, S, "train.lr=1")
+    L = 0.5 * _L_star(cfg)
+    cfg = with_overrides(cfg, [f"task.L={L:.6g}"])
+    budget = S.curriculum_steps
+    none = curriculum_descent(cfg, None, budget, eps_rel)
+    cur = curriculum_descent(cfg, 4 * L, budget, eps_rel)
+    Tn, Tc = none["T"], cur["T"]
+    ratio = Tc / Tn if Tn and Tc is not None else math.nan
+    stat = {"L": L, "L_high": 4 * L, "eps_rel": eps_rel, "T_none": Tn, "T_curriculum": Tc,
+            "switch_step": cur["switch"], "ratio": ratio}
+    sup = Tn is not None and Tc is not None and ratio <= 0.8
+    ref = Tn is not None and Tc is not None and ratio >= 1.0
+    fig, axes = plots.figure(2, 1)
+    for res, name, c in ((none, "none", "tab:blue"), (cur, "large L first", "tab:red")):
+        steps = np.arange(len(res["loss"])) + 1
+        axes[0][0].loglog(steps, np.array(res["loss"]) / res["loss"][0], color=c, label=name)
+        axes[0][1].semilogx(steps, res["attn_min"], color=c, label=name)
+    if cur["switch"] is not None:
+        for ax in axes[0]:
+            ax.axvline(cur["switch"] + 1, color="grey", ls=":", lw=1)
+    axes[0][0].axhline(eps_rel, color="k", ls=":", lw=0.8)
+    axes[0][0].set(xlabel="step + 1", ylabel="target loss / initial", title="curriculum over L (dotted: switch, eps)")
+    axes[0][0].legend(fontsize=7)
+    axes[0][1].set(xlabel="step + 1", ylabel="min_k Attn_k (target L)", title="attention")
+    fig_path = plots.save(fig, ctx.out, "ext_curriculum")
+    notes = ("For these classes f scales with L, so the loss is L^2 times an L-free function of Q: a stage at "
+             "L_high is gradient descent with the step size multiplied by (L_high / L)^2. The high-L stage ends "
+             "with the fast phase; the slow phase runs at the target L either way, so the gain shrinks as eps "
+             "gets smaller (quick size: eps_rel = 3e-2, full size: 1e-3).")
+    return [claim("B7", crit, stat, sup, ref, figures=[fig_path], notes=notes)]
+
+
+# ----------------------------------------------------------------------------- R8: the linear case
+
+
+@experiment("R8")
+@single_threaded
+def exp_linear_norm(ctx: Context) -> list[ClaimResult]:
+    statement = ("The linear case, L = ||w|| (R8): with balanced orthonormal features (the predecessor's setting) "
+                 "every Attn_k converges and the error reaches eps, and the dynamics depend on L through eta L^2: "
+                 "the end of the fast phase T_1 scales as L^-2 (the flat-regime rate with delta = 1/sqrt(d)).")
+    crit = ("Linear class, K = d = 5, N = 50, eta = 1, L on a grid from 1.5 to 4; T_1 (min_k Attn_k >= 1/2) at "
+            "every step; relative eps. Log-log slope of T_1 against L. Supported if every run converges (loss <= "
+            "eps, min_k Attn_k >= 0.9) and the slope lies in [-2.4, -1.6]; not supported if the slope lies outside "
+            "[-2.8, -1.2] (e.g. near 0: no dependence on L, as B6 says) or a run ends with min_k Attn_k < 0.5; "
+            "otherwise inconclusive.")
+    S = ext_sizes(ctx)
+    eps_rel = 1e-2 if ctx.quick else 1e-3
+    cfg = kernel_base(ctx, S, "train.lr=1", "train.eps_mode=relative", f"train.eps={eps_rel}")
+    Ls = grid([1.5, 2.0, 2.5, 3.0, 4.0], S.n_grid)
+    configs = [with_overrides(cfg, [f"task.L={L:g}", f"name=L{L:g}"]) for L in Ls]
+    runs = run_group(ctx, "ext-linear", configs, "R8 linear")
+    T1 = [r.summary["T_1"] for r in runs]
+    Te = [r.summary["T_eps"] for r in runs]
+    amin = [float(r.attention().iloc[-1].min()) for r in runs]
+    slope, se = loglog_slope(Ls, T1)
+    conv = [r.summary["status"] == "converged" and a >= 0.9 for r, a in zip(runs, amin, strict=True)]
+    stat = {"L": Ls, "T_1": T1, "T_eps": Te, "final_min_attn": amin, "slope_T1_vs_L": slope, "slope_se": se,
+            "all_converged": all(conv)}
+    ok_slope = math.isfinite(slope)
+    sup = all(conv) and ok_slope and -2.4 <= slope <= -1.6
+    ref = (ok_slope and not -2.8 <= slope <= -1.2) or any(a < 0.5 for a in amin)
+    fig, axes = plots.figure(2, 1)
+    pts = [(L, t) for L, t in zip(Ls, T1, strict=True) if t]
+    if pts:
+        xs, ys = zip(*pts, strict=True)
+        axes[0][0].loglog(xs, ys, "o-", label="T_1")
+        axes[0][0].loglog(xs, ys[0] * (np.array(xs) / xs[0]) ** -2.0, "k:", label="slope -2")
+    pts = [(L, t) for L, t in zip(Ls, Te, strict=True) if t]
+    if pts:
+        axes[0][0].loglog(*zip(*pts, strict=True), "s--", label="T_eps")
+    axes[0][0].set(xlabel="L = ||w||", ylabel="steps", title=f"linear case: T_1 slope {slope:.2f}")
+    plain_log_ticks(axes[0][0], Ls)
+    axes[0][0].legend(fontsize=7)
+    for r, L, c in zip(runs, Ls, plots.colors(len(runs)), strict=True):
+        am = r.series("attn_min")
+        axes[0][1].plot(am.index * L**2, am.values, color=c, label=f"L = {L:g}")
+    axes[0][1].set(xscale="log", xlabel="eta L^2 x step", ylabel="min_k Attn_k", title="attention in rescaled time")
+    axes[0][1].legend(fontsize=7)
+    fig_path = plots.save(fig, ctx.out, "ext_linear")
+    return [claim("R8", crit, stat, sup, ref, statement=statement, figures=[fig_path], runs=rel_runs(ctx, runs))]
+
+
+KERNEL_EXTENSIONS = [exp_imbalanced, exp_large_L, exp_label_noise, exp_curriculum, exp_linear_norm]

@@ -1,0 +1,43 @@
+"""The evaluation figure: error against the number of context examples, one panel per class."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pandas as pd
+
+from ..store import atomic_write_bytes
+from . import colors, figure, plt
+
+MODEL = "model"
+FLOOR = 1e-6  # relative to the largest error of a panel
+
+
+def evaluation_figure(table: pd.DataFrame, path: str | Path, title: str = "") -> Path:
+    """Log-log error (with +-1 se bars) against n_context, one line per method; the model in black."""
+    classes = list(dict.fromkeys(table["class"]))
+    fig, axes = figure(len(classes), 1)
+    methods = [m for m in dict.fromkeys(table["method"]) if m != MODEL]
+    cols = dict(zip(methods, colors(len(methods)), strict=True))
+    for ax, cls in zip(axes[0], classes, strict=True):
+        sub = table[table["class"] == cls]
+        floor = FLOOR * float(sub.error.max()) if len(sub) else FLOOR  # exact fits (error ~ 0) drawn here
+        for method in [MODEL, *methods]:
+            rows = sub[sub.method == method].sort_values("n_context")
+            style = {"color": "black", "lw": 2.2, "zorder": 5} if method == MODEL else {"color": cols[method], "lw": 1}
+            err = rows.error.clip(lower=floor)
+            ax.errorbar(rows.n_context, err, yerr=rows.se.where(rows.error > floor, 0.0), marker="o", ms=3,
+                        capsize=2, label=method, **style)
+        ax.axhline(floor, color="grey", lw=0.6, ls=":", label="floor: smaller errors drawn on it")
+        ax.set(xscale="log", yscale="log", xlabel="context examples n", ylabel="error 1/2 E[(y_hat - f(x_q))^2]",
+               title=f"{title} {cls}".strip())
+    axes[0][0].legend(fontsize=7)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    atomic_write_bytes(path, buf.getvalue())  # never half a figure on disk
+    plt.close(fig)
+    return path

@@ -1,0 +1,114 @@
+"""Each in-context baseline against a small case computed by hand."""
+
+import math
+
+import pytest
+import torch
+
+from lipschitz_icl import baselines as bl
+
+T = torch.float64
+
+
+def _t(v):
+    return torch.tensor(v, dtype=T)
+
+
+# one prompt, 1-d inputs: x = 0, 1, 3 with labels 10, 20, 30; the query at 1.2
+X = _t([[[0.0], [1.0], [3.0]]])
+Y = _t([[10.0, 20.0, 30.0]])
+XQ = _t([[1.2]])
+
+
+def test_nearest_neighbor():
+    assert bl.nearest_neighbor(X, Y, XQ).tolist() == [20.0]
+    # ties go to the first context token
+    assert bl.nearest_neighbor(_t([[[0.0], [2.0]]]), _t([[5.0, 7.0]]), _t([[1.0]])).tolist() == [5.0]
+
+
+def test_knn():
+    assert bl.knn(X, Y, XQ, k=2).tolist() == [15.0]  # the two closest: 1 (20) and 0 (10)
+    assert bl.knn(X, Y, XQ, k=10).tolist() == [20.0]  # k capped at N: the mean of all three
+
+
+def test_context_mean():
+    assert bl.context_mean(X, Y, XQ).tolist() == [20.0]
+
+
+def test_nadaraya_watson_fixed_bandwidth():
+    # h = 1: weights proportional to exp(-d^2 / 2), d^2 = 1.44, 0.04, 3.24
+    w = [math.exp(-1.44 / 2), math.exp(-0.04 / 2), math.exp(-3.24 / 2)]
+    expected = (10 * w[0] + 20 * w[1] + 30 * w[2]) / sum(w)
+    assert bl.nadaraya_watson(X, Y, XQ, bandwidth=1.0).item() == pytest.approx(expected, rel=1e-12)
+
+
+def test_nadaraya_watson_leave_one_out_bandwidth():
+    # two tight clusters with different labels: a small bandwidth predicts each left-out point from
+    # its twin exactly; a large one averages the clusters. LOO picks 0.1 of (0.1, 10).
+    x = _t([[[0.0], [0.01], [5.0], [5.01]]])
+    y = _t([[0.0, 0.0, 1.0, 1.0]])
+    h = bl.nadaraya_watson_loo_bandwidth(x, y, grid=(0.1, 10.0))
+    assert h.tolist() == [0.1]
+    assert bl.nadaraya_watson(x, y, _t([[4.9]]), grid=(0.1, 10.0)).item() == pytest.approx(1.0, abs=1e-9)
+    # LOO on a single context token is undefined: the first grid value
+    assert bl.nadaraya_watson_loo_bandwidth(x[:, :1], y[:, :1], grid=(0.3, 1.0)).tolist() == [0.3]
+
+
+def test_least_squares_minimum_norm():
+    # rank-deficient: x = (1, 0), (2, 0) with y = 2, 4. The minimum-norm solution is w = (2, 0).
+    x = _t([[[1.0, 0.0], [2.0, 0.0]]])
+    y = _t([[2.0, 4.0]])
+    assert bl.least_squares(x, y, _t([[3.0, 5.0]])).item() == pytest.approx(6.0, rel=1e-12)
+    # full rank, overdetermined: the least-squares fit of y = 1 + 2x through the origin on x = 1, 2, 3
+    # with y = 3, 5, 7: w = sum x y / sum x^2 = 34 / 14
+    x = _t([[[1.0], [2.0], [3.0]]])
+    y = _t([[3.0, 5.0, 7.0]])
+    assert bl.least_squares(x, y, _t([[1.0]])).item() == pytest.approx(34 / 14, rel=1e-12)
+
+
+def test_gp_regression_by_hand():
+    s2 = 0.01
+    # one example: k_q = exp(-1/2), K = 1 + s^2
+    one = bl.gp_regression(_t([[[0.0]]]), _t([[1.0]]), _t([[1.0]]), length_scale=1.0, noise=s2)
+    assert one.item() == pytest.approx(math.exp(-0.5) / (1 + s2), rel=1e-12)
+    # two examples at 0 and 1 with labels 1, -1, query at 0.5, length scale 1
+    k = math.exp(-0.5)
+    a, b = 1 + s2, k  # K = [[a, b], [b, a]]
+    det = a * a - b * b
+    alpha = [(a * 1 - b * -1) / det, (-b * 1 + a * -1) / det]  # K^{-1} y
+    kq = math.exp(-0.125)  # both at distance 0.5
+    expected = kq * alpha[0] + kq * alpha[1]
+    two = bl.gp_regression(_t([[[0.0], [1.0]]]), _t([[1.0, -1.0]]), _t([[0.5]]), length_scale=1.0, noise=s2)
+    assert two.item() == pytest.approx(expected, abs=1e-12)
+    assert abs(expected) < 1e-12  # symmetric: the mean is 0 at the midpoint
+
+
+def test_gp_leave_one_out_matches_refitting():
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(3, 6, 2, generator=g, dtype=T)
+    y = torch.sin(3 * x[..., 0]) + 0.1 * torch.randn(3, 6, generator=g, dtype=T)
+    grid, noise = (0.05, 0.3, 2.0), 0.01
+    chosen = bl.gp_loo_length_scale(x, y, noise, grid)
+    for b in range(3):
+        errs = []
+        for ell in grid:  # brute force: refit without point i, predict it
+            e = 0.0
+            for i in range(6):
+                keep = [j for j in range(6) if j != i]
+                pred = bl.gp_regression(x[b:b + 1, keep], y[b:b + 1, keep], x[b:b + 1, i], length_scale=ell,
+                                        noise=noise)
+                e += float(pred - y[b, i]) ** 2
+            errs.append(e)
+        assert chosen[b].item() == grid[min(range(3), key=errs.__getitem__)]
+
+
+def test_baselines_are_batched_and_exact_on_duplicates():
+    # with noise-free duplicated tokens the local methods and least squares return the matching label
+    x = _t([[[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]], [[0.0, 1.0], [1.0, 0.0], [0.0, 1.0]]])
+    y = _t([[3.0, -1.0, 3.0], [2.0, 5.0, 2.0]])
+    q = _t([[1.0, 0.0], [0.0, 1.0]])
+    for name, fn in bl.BASELINES.items():
+        out = fn(x, y, q)
+        assert out.shape == (2,), name
+        if name in ("1-NN", "Nadaraya-Watson", "least squares"):
+            assert out.tolist() == pytest.approx([3.0, 2.0], abs=1e-2), name

@@ -1,0 +1,42 @@
+"""reproduce extensions: every experiment end to end at a tiny size, and verdict rules that can
+give each of the three verdicts."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lipschitz_icl.experiments.claims import VERDICTS
+from lipschitz_icl.experiments.ext_common import loglog_slope, phase_ratio
+from lipschitz_icl.experiments.extensions import EXTENSION_EXPERIMENTS
+from lipschitz_icl.experiments.runner import Context
+from lipschitz_icl.experiments.sizes import TINY
+
+
+def test_every_extension_runs_at_tiny_size(tmp_path):
+    ctx = Context(out=tmp_path, quick=True, sizes=TINY)
+    ids = []
+    for exp in EXTENSION_EXPERIMENTS:
+        for c in exp(ctx):
+            ids.append(c.id)
+            assert c.id in exp.claims
+            assert c.verdict in VERDICTS
+            assert c.statement and c.criterion and c.statistic
+            assert c.figures and all((tmp_path / f).is_file() for f in c.figures)
+            assert all((tmp_path / r / "summary.json").is_file() for r in c.runs)
+            assert c.as_dict()["verdict"] == c.verdict  # JSON-ready
+    assert sorted(ids) == sorted(["R1", "R2", "R3a", "R3b", "R3c", "R3d", "R6", "R7", "R8", "B7"])
+
+
+def test_loglog_slope_and_phase_ratio_on_planted_data():
+    x = [1.0, 2.0, 4.0, 8.0]
+    s, se = loglog_slope(x, [3 * v**-2 for v in x])
+    assert s == pytest.approx(-2) and se == pytest.approx(0, abs=1e-9)
+    assert math.isnan(loglog_slope([1.0], [1.0])[0])
+    steps = np.arange(0, 100)
+    # fast rise to 1/2 in 10 steps, then 40 steps to 0.9: rho = 4
+    vals = np.where(steps < 10, 0.25 + 0.025 * steps, 0.5 + 0.01 * (steps - 10))
+    rho, t_s, t_h, t_9 = phase_ratio(pd.Series(vals, index=steps), K=4)
+    assert (t_h, t_9) == (10, 50) and rho == pytest.approx(40 / (10 - t_s))
+    assert math.isnan(phase_ratio(pd.Series(np.full(5, 0.3)), K=4)[0])
