@@ -128,10 +128,10 @@ def run(
     except KeyboardInterrupt:  # before training started, or as it returned: keep what was recorded
         outcome = interrupted_outcome(recorder)
     with deferred_signals():  # a further Ctrl-C waits until the run's files are written
-        return _finish(cfg, problem, theory, recorder, outcome, run_dir)
+        return _finish(cfg, problem, theory, recorder, outcome, run_dir, engine)
 
 
-def _finish(cfg: Config, problem, theory, recorder: Recorder, outcome, run_dir: Path | None) -> Run:
+def _finish(cfg: Config, problem, theory, recorder: Recorder, outcome, run_dir: Path | None, engine) -> Run:
     table = recorder.table()
     summary = {
         "status": outcome.status,

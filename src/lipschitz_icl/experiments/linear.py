@@ -46,7 +46,8 @@ def exp_linear_vs_nonlinear(ctx: Context) -> list[ClaimResult]:
             amin = r.series("attn_min")
             axes[0][1].plot(amin.index, amin.values, color=c, lw=0.6 + 0.5 * (r.config.task.L / r.summary["L_star"]))
     axes[0][0].set(xlabel="L / L*", ylabel="T_eps", title="convergence time against L")
-    axes[0][0].legend(fontsize=7)
+    if axes[0][0].get_legend_handles_labels()[0]:
+        axes[0][0].legend(fontsize=7)
     axes[0][1].set(xlabel="step", xscale="log", title="min_k Attn_k (thicker: larger L)")
     fig_path = plots.save(fig, ctx.out, "linear_vs_nonlinear")
     lin = table["linear"]["n_phases"]
