@@ -20,9 +20,9 @@ import torch
 
 from . import __version__
 from .config import Config, load_config, validate_config
-from .engines import build_engine
+from .engines import Engine, build_engine
 from .errors import UserInputError
-from .problem import build_problem
+from .problem import Problem, build_problem
 from .recorder import Recorder, metrics_frame
 from .store import (
     CONFIG_FILE,
@@ -35,8 +35,8 @@ from .store import (
     read_metrics_table,
     read_summary,
 )
-from .theory import theory_of
-from .train import ProgressFn, train
+from .theory import Theory, theory_of
+from .train import ProgressFn, TrainOutcome, train
 
 
 @dataclass
@@ -101,10 +101,7 @@ def run(
 ) -> Run:
     """Train once. ``config`` is a Config, a YAML path, a mapping, or None for the defaults."""
     cfg = _as_config(config, overrides)
-    torch.manual_seed(cfg.seed)  # no draw relies on it; belt and braces for user extensions
-    problem = build_problem(cfg)
-    engine = build_engine(problem)
-    theory = theory_of(problem)
+    problem, engine, theory = prepare(cfg)
     run_dir = prepare_run_dir(out, default_run_name(cfg), force=force) if write else None
     summary: dict[str, Any] = {"status": "running", "config_hash": cfg.config_hash(), "seed": cfg.seed}
     if run_dir is not None:
@@ -113,7 +110,23 @@ def run(
     recorder = Recorder(problem.features.K)
     outcome = train(cfg, engine, recorder, progress)
     table = recorder.table()
-    summary = {
+    summary = make_summary(cfg, problem, theory, outcome)
+    if run_dir is not None:
+        atomic_write_parquet(run_dir / METRICS_FILE, table)
+        atomic_write_json(run_dir / SUMMARY_FILE, summary)
+    return Run(cfg, summary, metrics_frame(table), run_dir)
+
+
+def prepare(cfg: Config) -> tuple[Problem, Engine, Theory]:
+    """The problem, engine and theory of a run (everything built before training)."""
+    torch.manual_seed(cfg.seed)  # no draw relies on it; belt and braces for user extensions
+    problem = build_problem(cfg)
+    return problem, build_engine(problem), theory_of(problem)
+
+
+def make_summary(cfg: Config, problem: Problem, theory: Theory, outcome: TrainOutcome) -> dict[str, Any]:
+    """summary.json of a finished run."""
+    return {
         "status": outcome.status,
         "steps": outcome.steps,
         "wall_s": round(outcome.wall_s, 4),
@@ -135,10 +148,6 @@ def run(
         "versions": versions(),
         "error": outcome.error,
     }
-    if run_dir is not None:
-        atomic_write_parquet(run_dir / METRICS_FILE, table)
-        atomic_write_json(run_dir / SUMMARY_FILE, summary)
-    return Run(cfg, summary, metrics_frame(table), run_dir)
 
 
 def load_run(path: str | Path) -> Run:

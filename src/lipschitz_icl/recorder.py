@@ -10,6 +10,8 @@ Metrics (k, n are feature indices; empty where a metric is not per feature):
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -27,54 +29,78 @@ SCHEMA = pa.schema(
 
 
 class Recorder:
+    """Collects the engine state at log steps; the tidy table is assembled once, vectorised, by
+    ``table()`` (recording costs a copy of two K x K arrays, whatever the number of steps)."""
+
     def __init__(self, K: int) -> None:
         self.K = K
         eye = np.eye(K, dtype=bool)
         kk, nn = np.meshgrid(np.arange(K), np.arange(K), indexing="ij")
-        self._diag = np.arange(K)
         self._off_k, self._off_n = kk[~eye], nn[~eye]
         self._off = ~eye
-        self._chunks: list[dict[str, np.ndarray]] = []
-
-    def _add(self, step: int, metric: str, values, k=None, n=None) -> None:
-        v = np.atleast_1d(np.asarray(values, dtype=np.float64))
-        m = len(v)
-        self._chunks.append(
-            {
-                "step": np.full(m, step, dtype=np.int64),
-                "metric": np.full(m, metric, dtype=object),
-                "k": np.full(m, -1, dtype=np.int64) if k is None else np.asarray(k, dtype=np.int64),
-                "n": np.full(m, -1, dtype=np.int64) if n is None else np.asarray(n, dtype=np.int64),
-                "value": v,
-            }
-        )
+        self._steps: list[int] = []
+        self._scalars: list[list[float]] = []  # loss, then the extra values
+        self._names: list[tuple[str, ...]] = []  # the extra names of each record
+        self._attn: list[np.ndarray] = []
+        self._scores: list[np.ndarray] = []
 
     def record(
         self,
         step: int,
         loss: float,
-        attn: torch.Tensor,
-        scores: torch.Tensor,
+        attn: torch.Tensor | np.ndarray,
+        scores: torch.Tensor | np.ndarray,
         extra: dict[str, float] | None = None,
     ) -> None:
-        a = attn.detach().double().cpu().numpy()
-        s = scores.detach().double().cpu().numpy()
-        diag = np.diagonal(a)
-        self._add(step, "loss", loss)
-        for name, value in (extra or {}).items():
-            self._add(step, name, value)
-        self._add(step, "attn_min", np.nanmin(diag) if np.isfinite(diag).any() else np.nan)
-        self._add(step, "attn_mean", np.nanmean(diag) if np.isfinite(diag).any() else np.nan)
-        self._add(step, "attn_self", diag, k=self._diag)
-        self._add(step, "A", np.diagonal(s), k=self._diag)
-        if self.K > 1:
-            self._add(step, "attn_cross", a[self._off], k=self._off_k, n=self._off_n)
-            self._add(step, "B", s[self._off], k=self._off_k, n=self._off_n)
+        extra = extra or {}
+        self._steps.append(int(step))
+        self._scalars.append([float(loss), *(float(v) for v in extra.values())])
+        self._names.append(tuple(extra))
+        self._attn.append(_as_array(attn))
+        self._scores.append(_as_array(scores))
+
+    def _segment(self, lo: int, hi: int) -> dict[str, np.ndarray]:
+        """Rows of the records lo..hi-1, which share their extra names: per record, in order,
+        loss, the extras, attn_min, attn_mean, attn_self (k), A (k), attn_cross (k, n), B (k, n)."""
+        K, T = self.K, hi - lo
+        names = self._names[lo]
+        a = np.stack(self._attn[lo:hi])  # (T, K, K)
+        s = np.stack(self._scores[lo:hi])
+        diag = np.ascontiguousarray(np.diagonal(a, axis1=1, axis2=2))  # (T, K): Attn_k
+        finite = np.isfinite(diag).any(1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows are masked below
+            amin = np.where(finite, np.nanmin(np.where(finite[:, None], diag, 0.0), axis=1), np.nan)
+            # row-wise over the contiguous axis: numpy sums each row as it sums a 1-d array
+            amean = np.where(finite, np.nanmean(np.where(finite[:, None], diag, 0.0), axis=1), np.nan)
+        blocks = [np.asarray(self._scalars[lo:hi], dtype=np.float64), amin[:, None], amean[:, None], diag,
+                  np.ascontiguousarray(np.diagonal(s, axis1=1, axis2=2))]
+        metrics = ["loss", *names, "attn_min", "attn_mean"] + ["attn_self"] * K + ["A"] * K
+        ks = [-1] * (len(names) + 3) + list(range(K)) * 2
+        ns = [-1] * (len(names) + 3 + 2 * K)
+        if K > 1:
+            blocks += [a[:, self._off], s[:, self._off]]
+            m = len(self._off_k)
+            metrics += ["attn_cross"] * m + ["B"] * m
+            ks += list(self._off_k) * 2
+            ns += list(self._off_n) * 2
+        values = np.concatenate(blocks, axis=1)  # (T, rows per record)
+        width = values.shape[1]
+        return {
+            "step": np.repeat(np.asarray(self._steps[lo:hi], dtype=np.int64), width),
+            "metric": np.tile(np.asarray(metrics, dtype=object), T),
+            "k": np.tile(np.asarray(ks, dtype=np.int64), T),
+            "n": np.tile(np.asarray(ns, dtype=np.int64), T),
+            "value": values.reshape(-1),
+        }
 
     def table(self) -> pa.Table:
-        if not self._chunks:
+        if not self._steps:
             return SCHEMA.empty_table()
-        cols = {key: np.concatenate([c[key] for c in self._chunks]) for key in SCHEMA.names}
+        bounds = [0] + [t for t in range(1, len(self._names)) if self._names[t] != self._names[t - 1]]
+        bounds.append(len(self._names))
+        segs = [self._segment(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
+        cols = {key: np.concatenate([c[key] for c in segs]) for key in SCHEMA.names}
         arrays = [
             pa.array(cols["step"]),
             pa.array(cols["metric"], type=pa.string()),
@@ -86,6 +112,12 @@ class Recorder:
 
     def frame(self) -> pd.DataFrame:
         return metrics_frame(self.table())
+
+
+def _as_array(x: torch.Tensor | np.ndarray) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        return x.detach().to("cpu", torch.float64).numpy().copy()
+    return np.array(x, dtype=np.float64)  # a copy
 
 
 def metrics_frame(table: pa.Table) -> pd.DataFrame:
