@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from .bench import bench_command
 from .run import run_command
 
 app = typer.Typer(
@@ -24,6 +25,7 @@ def _root() -> None:
 
 
 app.command("run")(run_command)
+app.command("bench")(bench_command)
 
 
 def main() -> None:

@@ -78,18 +78,19 @@ def diagonal_of(sigma: torch.Tensor) -> torch.Tensor | None:
 class _Workspace(threading.local):
     """Reusable scratch tensors for the (r, n, k, b) blocks, one set per thread: a step allocates
     no large tensor, so it costs no page faults (fresh large allocations were a third of a
-    step's time). At most a few blocks' worth of memory."""
+    step's time). Keyed by name and exact shape; forgets everything past a few dozen keys."""
 
     def __init__(self) -> None:
         self.bufs: dict[tuple, torch.Tensor] = {}
 
     def get(self, name: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
-        numel = math.prod(shape)
-        key = (name, like.dtype, like.device)
+        key = (name, shape, like.dtype, like.device)
         buf = self.bufs.get(key)
-        if buf is None or buf.numel() < numel:
-            buf = self.bufs[key] = torch.empty(numel, dtype=like.dtype, device=like.device)
-        return buf[:numel].view(shape)
+        if buf is None:
+            if len(self.bufs) >= 48:
+                self.bufs.clear()
+            buf = self.bufs[key] = torch.empty(shape, dtype=like.dtype, device=like.device)
+        return buf
 
 
 _WS = _Workspace()
@@ -189,7 +190,7 @@ def _loss_grad(
     """The (n, k, b) tensor path; ``train=False`` computes the test errors only."""
     if diag is not None and not exact:  # diagonal Sigma: matrix products only (kernel_diag)
         loss, attn, grad = loss_grad_diag(
-            M, counts, diag, p, tau2, inv_c, need_grad, lambda name: _WS.get("diag_" + name, counts.shape, M)
+            M, counts, diag, p, tau2, inv_c, need_grad, lambda name: _WS.get(name, tuple(counts.shape), M)
         )
         tests_out = {}
         if tests:  # unseen functions have a dense Sigma: their errors come from the (n, k, b) tensor
