@@ -66,21 +66,25 @@ class Target:
         }
 
 
-_SECTIONS: dict[str, tuple[str, SectionFn]] = {}
+_SECTIONS: dict[str, tuple[float, str, SectionFn]] = {}
 
 
-def register(name: str, title: str) -> Callable[[SectionFn], SectionFn]:
+def register(name: str, title: str, order: float = 100.0) -> Callable[[SectionFn], SectionFn]:
+    """Register a section; the report lists sections by ``order`` (built-ins: 1 to 6)."""
+
     def deco(fn: SectionFn) -> SectionFn:
-        _SECTIONS[name] = (title, fn)
+        _SECTIONS[name] = (order, title, fn)
         return fn
 
     return deco
 
 
 def sections() -> dict[str, tuple[str, SectionFn]]:
+    """name -> (title, function), in report order."""
     from . import all_sections  # noqa: F401  (registers the built-in sections)
 
-    return dict(_SECTIONS)
+    ordered = sorted(_SECTIONS.items(), key=lambda item: item[1][0])
+    return {name: (title, fn) for name, (_, title, fn) in ordered}
 
 
 def run_benchmarks(

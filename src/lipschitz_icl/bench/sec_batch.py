@@ -35,7 +35,7 @@ def _same(a, b) -> bool:
     return a.metrics.equals(b.metrics) and sa == sb
 
 
-@register("batched", "(d) the L sweep (30 runs) batched vs one after another")
+@register("batched", "(d) the L sweep (30 runs) batched vs one after another", order=4)
 def batched(size: Size) -> dict:
     cfgs = sweep_configs(size)
     t0 = time.perf_counter()

@@ -42,7 +42,7 @@ def measure_child(K: int, B: int, functions: int = 256, threads: int = 1, timeou
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@register("memory", "(c) peak RSS of a kernel step at K = 256, B = 1024 (child process)")
+@register("memory", "(c) peak RSS of a kernel step at K = 256, B = 1024 (child process)", order=3)
 def memory(size: Size) -> dict:
     import torch
 

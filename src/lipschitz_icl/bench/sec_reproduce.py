@@ -19,7 +19,7 @@ def reproduce_available() -> bool:
     return "reproduce" in names or any(g.name == "reproduce" for g in app.registered_groups)
 
 
-@register("reproduce", "(f) wall time of `reproduce all --quick`")
+@register("reproduce", "(f) wall time of `reproduce all --quick`", order=6)
 def reproduce(size: Size) -> dict:
     if not reproduce_available():
         return {"rows": [{"command": "reproduce all --quick", "wall s": "not available"}], "targets": [],

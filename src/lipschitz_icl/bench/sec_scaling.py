@@ -35,7 +35,7 @@ def _scan(name: str, engine: str, var: str, values: list[int], make, size: Size)
     return {"points": points, "exponent": slope, "memory_exponent": mem_slope, "var": var}
 
 
-@register("scaling", "(b) time per step and peak memory against K, N, d and B")
+@register("scaling", "(b) time per step and peak memory against K, N, d and B", order=2)
 def scaling(size: Size) -> dict:
     Ks = size.pick([4, 8, 16, 32, 64, 128, 256, 512], [4, 16, 64, 256, 512], [4, 8, 16])
     Ns = size.pick([16, 64, 256, 1024, 4096], [16, 256, 4096], [16, 256])

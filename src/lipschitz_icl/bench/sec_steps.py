@@ -17,7 +17,7 @@ def _setting(size: Size) -> tuple[int, int, int, int]:
     return size.pick((8, 64, 256, 4096), (8, 64, 256, 4096), (4, 16, 32, 256))  # K, d, N, B
 
 
-@register("step_time", "(a) time per gradient step at matched standard error; (e) sampled engine overhead")
+@register("step_time", "(a) time per gradient step at matched standard error; (e) sampled engine overhead", order=1)
 def step_time(size: Size) -> dict:
     K, d, N, B = _setting(size)
     rows, targets, notes = [], [], []

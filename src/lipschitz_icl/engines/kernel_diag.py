@@ -28,12 +28,14 @@ def loss_grad_diag(
     tau2: torch.Tensor | None,
     inv_c: torch.Tensor | None,
     need_grad: bool,
+    full_attn: bool,
     ws: Callable[[str], torch.Tensor],
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """(loss (R,), attn (R, K, K), dL/dM (R, K, K) or None) for M (R, K, K), counts (R, K, B)
-    (feature first), s (R, K) the diagonal of Sigma, p (R, K), tau2 (R,) and inv_c = 1 / max(c, 1)
-    (R, K, B), or None for no label noise. ``ws(name)``: a scratch tensor shaped like counts
-    (large temporaries live there, so a step causes no page faults)."""
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """(loss (R,), Attn_k (R, K), Attn_{k->n} (R, K, K) when ``full_attn``, dL/dM (R, K, K) when
+    ``need_grad``) for M (R, K, K), counts (R, K, B) (feature first), s (R, K) the diagonal of
+    Sigma, p (R, K), tau2 (R,) and inv_c = 1 / max(c, 1) (R, K, B), or None for no label noise.
+    ``ws(name)``: a scratch tensor shaped like counts (the large temporaries live there, so a step
+    causes no page faults)."""
     R, K, B = counts.shape
     P = torch.softmax(M, dim=-1)  # P_kn
     P_kk = torch.diagonal(P, dim1=1, dim2=2).unsqueeze(-1)  # (R, K, 1)
@@ -53,15 +55,21 @@ def loss_grad_diag(
         noise = torch.bmm(P2, c_noise, out=ws("noise")).mul_(inv_Z2).mul_(tau2.view(R, 1, 1))
         quad.add_(noise)  # + tau^2 sum_n a_n^2 / max(c_n, 1)
     loss = 0.5 * (p * quad.mean(-1)).sum(-1)
-    S1 = torch.bmm(counts, inv_Z.transpose(1, 2))  # (R, n, k): sum_b c_nb / Z_kb
-    attn = P * S1.transpose(1, 2) / B  # Attn_{k->n}
+    w = torch.mul(counts, inv_Z, out=quad)  # c_kb / Z_kb
+    attn_self = P_kk.squeeze(-1) * w.sum(-1) / B  # Attn_k = P_kk / B sum_b c_kb / Z_kb
+    attn = None
+    if full_attn:
+        S1 = torch.bmm(counts, inv_Z.transpose(1, 2))  # (R, n, k): sum_b c_nb / Z_kb
+        attn = P * S1.transpose(1, 2) / B  # Attn_{k->n}
+        torch.diagonal(attn, dim1=1, dim2=2).copy_(attn_self)  # the very numbers of Attn_k above
     if not need_grad:
-        return loss, attn, None
-    ag = torch.mul(counts, P_kk, out=ws("ag")).mul_(inv_Z).mul_(e).mul_(s_k)  # s_k a_kk e_k
-    ag = torch.sub(off, ag, out=ag)  # <a, g>, g = Sigma (a - e_k)
+        return loss, attn_self, attn, None
+    we = w.mul_(e)  # c_kb e_kb / Z_kb, and a_kk e_k = P_kk we
+    u = we.sum(-1)  # (R, k): sum_b c_kb e_kb / Z_kb
+    ag = torch.mul(we, s_k * P_kk, out=ws("ag"))  # s_k a_kk e_k
+    ag = torch.sub(off, ag, out=ag)  # <a, g> = sum_{n != k} s_n a_n^2 - s_k a_kk e_k, g = Sigma (a - e_k)
     if noise is not None:
         ag.add_(noise)
-    u = torch.mul(counts, e, out=quad).mul_(inv_Z).sum(-1)  # (R, k): sum_b c_kb e_kb / Z_kb
     T = torch.bmm(counts, ag.mul_(inv_Z).transpose(1, 2))  # (R, n, k): sum_b c_nb <a, g>_kb / Z_kb
     S2 = torch.bmm(c2 if noise is None else torch.mul(counts, counts, out=c2), inv_Z2.transpose(1, 2))
     grad = P2 * S2.transpose(1, 2) * s.unsqueeze(1)  # n != k: s_n sum_b a_n^2 (S2: sum_b c_nb^2 / Z_kb^2)
@@ -70,4 +78,4 @@ def loss_grad_diag(
         S0 = torch.bmm(torch.mul(c2, inv_c, out=ws("noise")), inv_Z2.transpose(1, 2))  # sum_b c_noise / Z^2
         grad = grad + tau2.view(R, 1, 1) * P2 * S0.transpose(1, 2)  # tau^2 sum_b a_n^2 / max(c_n, 1)
     grad = (grad - P * T.transpose(1, 2)) * (p / B).unsqueeze(-1)
-    return loss, attn, grad
+    return loss, attn_self, attn, grad

@@ -189,15 +189,14 @@ def _loss_grad(
 ) -> KernelOut:
     """The (n, k, b) tensor path; ``train=False`` computes the test errors only."""
     if diag is not None and not exact:  # diagonal Sigma: matrix products only (kernel_diag)
-        loss, attn, grad = loss_grad_diag(
-            M, counts, diag, p, tau2, inv_c, need_grad, lambda name: _WS.get(name, tuple(counts.shape), M)
+        loss, attn_self, attn, grad = loss_grad_diag(
+            M, counts, diag, p, tau2, inv_c, need_grad, full_attn, lambda name: _WS.get(name, tuple(counts.shape), M)
         )
         tests_out = {}
         if tests:  # unseen functions have a dense Sigma: their errors come from the (n, k, b) tensor
             tests_out = _loss_grad(M, counts, inv_c, sigma, p, tau2, tests, False, False, chunk_elements, None,
                                    False, train=False).tests
-        attn_self = torch.diagonal(attn, dim1=1, dim2=2).contiguous()
-        return KernelOut(loss, attn_self, attn if full_attn else None, grad, tests_out)
+        return KernelOut(loss, attn_self, attn, grad, tests_out)
     R, K, _ = M.shape
     B = counts.shape[-1]
     P = None if exact else torch.softmax(M, dim=-1)  # P_kn = e^{M_kn} / sum_m e^{M_km}
