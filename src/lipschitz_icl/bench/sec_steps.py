@@ -46,6 +46,7 @@ def step_time(size: Size) -> dict:
         draws = max(64, 2 ** math.ceil(math.log2(max(1.0, B * ratio_needed))))
         kcfg = config([*base_ov, f"engine.draws={draws}", "train.eps=1e-12",
                        f"train.steps={size.pick(3000, 1000, 50)}"])
+        run_step_time(config([*base_ov, f"engine.draws={draws}", "train.steps=20"]))  # warm-up
         t_kernel, _ = run_step_time(kcfg)
         se_ratio = max(
             (sd_k / math.sqrt(draws)) / (sd_s / math.sqrt(B)) for _, sd_s, sd_k in se_rows if sd_s > 0
