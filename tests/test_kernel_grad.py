@@ -102,3 +102,25 @@ def test_query_chunks_cover_every_query_with_at_least_two():
                 chunks = query_chunks(K, B, elems)
                 assert [q for s in chunks for q in range(s.start, s.stop)] == list(range(K))
                 assert min(s.stop - s.start for s in chunks) >= 2
+
+
+@pytest.mark.parametrize("dense", [True, False])
+@pytest.mark.parametrize("chunk", [None, 100])  # 100: one run and two queries per block
+def test_a_run_gets_the_same_numbers_alone_and_in_a_stack(dense, chunk):
+    """The block size must match (it sets the shapes of the matrix products); R must not matter."""
+    R, K, B = 6, 5, 64
+    cases = [_case(K, B, 0.2, dense, seed=10 + r) for r in range(R)]
+    M, c, sigma, p = (torch.stack(x) for x in zip(*cases, strict=True))
+    C = c.transpose(1, 2).contiguous()
+    inv = 1 / C.clamp(min=1)
+    t2 = torch.full((R,), 0.04, dtype=torch.float64)
+    diag = diagonal_of(sigma)
+    assert (diag is None) == dense
+    stack = kernel_loss_grad(M, C, inv, sigma, p, t2, tests={"t": sigma}, chunk_elements=chunk, sigma_diag=diag)
+    for r in range(R):
+        sl = slice(r, r + 1)
+        one = kernel_loss_grad(M[sl], C[sl], inv[sl], sigma[sl], p[sl], t2[sl], tests={"t": sigma[sl]},
+                               chunk_elements=chunk, sigma_diag=None if diag is None else diag[sl])
+        for name in ("loss", "attn_self", "attn", "grad"):
+            assert torch.equal(getattr(one, name)[0], getattr(stack, name)[r]), name
+        assert torch.equal(one.tests["t"][0], stack.tests["t"][r])

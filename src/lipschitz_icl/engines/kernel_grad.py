@@ -189,8 +189,17 @@ def _loss_grad(
 ) -> KernelOut:
     """The (n, k, b) tensor path; ``train=False`` computes the test errors only."""
     if diag is not None and not exact:  # diagonal Sigma: matrix products only (kernel_diag)
-        loss, attn_self, attn, grad = loss_grad_diag(
-            M, counts, diag, p, tau2, inv_c, need_grad, full_attn, lambda name: _WS.get(name, tuple(counts.shape), M)
+        R, K, B = counts.shape
+        pieces = []
+        for rs in run_chunks(R, max(1, 4 * chunk_elements // (K * B))):  # bounds the (r, K, B) scratch
+            pieces.append(loss_grad_diag(
+                M[rs], counts[rs], diag[rs], p[rs], None if tau2 is None else tau2[rs],
+                None if inv_c is None else inv_c[rs], need_grad, full_attn,
+                lambda name, shape=(rs.stop - rs.start, K, B): _WS.get(name, shape, M),
+            ))
+        loss, attn_self, attn, grad = (
+            None if piece[0] is None else (piece[0] if len(pieces) == 1 else torch.cat(piece))
+            for piece in zip(*pieces, strict=True)
         )
         tests_out = {}
         if tests:  # unseen functions have a dense Sigma: their errors come from the (n, k, b) tensor
