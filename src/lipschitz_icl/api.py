@@ -21,9 +21,9 @@ import torch
 
 from . import __version__
 from .config import Config, load_config, validate_config
-from .engines import build_engine
+from .engines import Engine, build_engine
 from .errors import UserInputError
-from .problem import build_problem
+from .problem import Problem, build_problem
 from .recorder import Recorder, metrics_frame
 from .store import (
     CONFIG_FILE,
@@ -39,8 +39,8 @@ from .store import (
     read_metrics_table,
     read_summary,
 )
-from .theory import theory_of
-from .train import ProgressFn, interrupted_outcome, train
+from .theory import Theory, theory_of
+from .train import ProgressFn, TrainOutcome, interrupted_outcome, train
 
 
 @dataclass
@@ -105,11 +105,8 @@ def run(
 ) -> Run:
     """Train once. ``config`` is a Config, a YAML path, a mapping, or None for the defaults."""
     cfg = _as_config(config, overrides)
-    torch.manual_seed(cfg.seed)  # no draw relies on it; belt and braces for user extensions
-    problem = build_problem(cfg)
-    engine = build_engine(problem)
-    theory = theory_of(problem)
-    run_dir = None
+    problem, engine, theory = prepare(cfg)
+    run_dir, existed = None, False
     if write:
         existed = out is not None and Path(out).exists()
         run_dir = prepare_run_dir(out, default_run_name(cfg), force=force)
@@ -133,7 +130,22 @@ def run(
 
 def _finish(cfg: Config, problem, theory, recorder: Recorder, outcome, run_dir: Path | None, engine) -> Run:
     table = recorder.table()
-    summary = {
+    summary = make_summary(cfg, problem, theory, outcome)
+    if run_dir is not None:
+        write_results(run_dir, table, summary, engine.model_state())
+    return Run(cfg, summary, metrics_frame(table), run_dir)
+
+
+def prepare(cfg: Config) -> tuple[Problem, Engine, Theory]:
+    """The problem, engine and theory of a run (everything built before training)."""
+    torch.manual_seed(cfg.seed)  # no draw relies on it; belt and braces for user extensions
+    problem = build_problem(cfg)
+    return problem, build_engine(problem), theory_of(problem)
+
+
+def make_summary(cfg: Config, problem: Problem, theory: Theory, outcome: TrainOutcome) -> dict[str, Any]:
+    """summary.json of a finished run."""
+    return {
         "status": outcome.status,
         "steps": outcome.steps,
         "wall_s": round(outcome.wall_s, 4),
@@ -155,9 +167,6 @@ def _finish(cfg: Config, problem, theory, recorder: Recorder, outcome, run_dir: 
         "versions": versions(),
         "error": outcome.error,
     }
-    if run_dir is not None:
-        write_results(run_dir, table, summary, engine.model_state())
-    return Run(cfg, summary, metrics_frame(table), run_dir)
 
 
 def write_results(run_dir: Path, table, summary: dict[str, Any], params: dict | None = None) -> None:

@@ -44,7 +44,8 @@ class ReducedAttention(nn.Module):
         self, x_ctx: torch.Tensor, y_ctx: torch.Tensor, x_q: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """x_ctx (B, N, d), y_ctx (B, N), x_q (B, d) -> (y_hat (B,), attention (B, N))."""
-        logits = torch.einsum("bnd,de,be->bn", x_ctx, self.Q, x_q)  # x_i^T Q x_q
+        qx = x_q @ self.Q.T  # (B, d): Q x_q, first, so the cost is B d^2 + B N d, not B N d^2
+        logits = torch.bmm(x_ctx, qx.unsqueeze(-1)).squeeze(-1)  # x_i^T Q x_q
         return _label_attention(logits, y_ctx)
 
     def effective_Q(self) -> torch.Tensor:

@@ -13,6 +13,8 @@ and their attn_self / attn_cross / attn_min are the head average of the last lay
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -30,70 +32,107 @@ SCHEMA = pa.schema(
 
 
 class Recorder:
+    """Collects the engine state at log steps; the tidy table is assembled once, vectorised, by
+    ``table()`` (recording costs a copy of two K x K arrays, whatever the number of steps)."""
+
     def __init__(self, K: int) -> None:
         self.K = K
         eye = np.eye(K, dtype=bool)
         kk, nn = np.meshgrid(np.arange(K), np.arange(K), indexing="ij")
-        self._diag = np.arange(K)
         self._off_k, self._off_n = kk[~eye], nn[~eye]
         self._off = ~eye
-        self._chunks: list[dict[str, np.ndarray]] = []
-
-    def _add(self, step: int, metric: str, values, k=None, n=None) -> None:
-        # a copy: values may be views of tensors that the optimiser later changes in place
-        v = np.atleast_1d(np.array(values, dtype=np.float64, copy=True))
-        m = len(v)
-        self._chunks.append(
-            {
-                "step": np.full(m, step, dtype=np.int64),
-                "metric": np.full(m, metric, dtype=object),
-                "k": np.full(m, -1, dtype=np.int64) if k is None else np.asarray(k, dtype=np.int64),
-                "n": np.full(m, -1, dtype=np.int64) if n is None else np.asarray(n, dtype=np.int64),
-                "value": v,
-            }
-        )
+        self._steps: list[int] = []
+        self._scalars: list[list[float]] = []  # loss, then the extra values
+        self._names: list[tuple[str, ...]] = []  # the extra names of each record
+        self._attn: list[np.ndarray] = []
+        self._scores: list[np.ndarray | None] = []  # None: the model has no merged Q
+        self._heads: list[np.ndarray | None] = []  # (n_layers, n_heads, K, K) or None
 
     def record(
         self,
         step: int,
         loss: float,
-        attn: torch.Tensor,
-        scores: torch.Tensor,
+        attn: torch.Tensor | np.ndarray,
+        scores: torch.Tensor | np.ndarray,
         extra: dict[str, float] | None = None,
         heads: torch.Tensor | None = None,
     ) -> None:
         """attn (K, K) Attn_{k->n}; scores (K, K) v_n^T Q v_k or None (no merged Q);
-        heads (n_layers, n_heads, K, K) or None (single-head models)."""
-        self._add(step, "loss", loss)
-        for name, value in (extra or {}).items():
-            self._add(step, name, value)
-        self._attention(step, attn, "")
-        if heads is not None:
-            h = heads.detach()
-            for layer in range(h.shape[0]):
-                for head in range(h.shape[1]):
-                    self._attention(step, h[layer, head], f"@L{layer}H{head}", mean=False)
-        if scores is not None:
-            s = scores.detach().double().cpu().numpy()
-            self._add(step, "A", np.diagonal(s), k=self._diag)
-            if self.K > 1:
-                self._add(step, "B", s[self._off], k=self._off_k, n=self._off_n)
+        heads (n_layers, n_heads, K, K) or None (single-head models). Arrays are copied."""
+        extra = extra or {}
+        self._steps.append(int(step))
+        self._scalars.append([float(loss), *(float(v) for v in extra.values())])
+        self._names.append(tuple(extra))
+        self._attn.append(_as_array(attn))
+        self._scores.append(None if scores is None else _as_array(scores))
+        self._heads.append(None if heads is None else _as_array(heads))
 
-    def _attention(self, step: int, attn: torch.Tensor, suffix: str, mean: bool = True) -> None:
-        a = attn.detach().double().cpu().numpy()
-        diag = np.diagonal(a)
-        some = np.isfinite(diag).any()
-        self._add(step, "attn_min" + suffix, np.nanmin(diag) if some else np.nan)
+    def _key(self, t: int) -> tuple:
+        """Records with the same key stack into one segment."""
+        h = self._heads[t]
+        return self._names[t], self._scores[t] is None, None if h is None else h.shape
+
+    def _segment(self, lo: int, hi: int) -> dict[str, np.ndarray]:
+        """Rows of the records lo..hi-1, which share their extra names: per record, in order,
+        loss, the extras, attn_min, attn_mean, attn_self (k), attn_cross (k, n), then A (k) and
+        B (k, n) when the model has a merged Q, then the same attention rows per layer and head."""
+        T = hi - lo
+        names = self._names[lo]
+        blocks: list[np.ndarray] = [np.asarray(self._scalars[lo:hi], dtype=np.float64)]
+        metrics, ks, ns = ["loss", *names], [-1] * (1 + len(names)), [-1] * (1 + len(names))
+
+        def add(block: np.ndarray, metric: str, k: list[int] | np.ndarray, n: list[int] | np.ndarray) -> None:
+            blocks.append(block)
+            metrics.extend([metric] * block.shape[1])
+            ks.extend(k)
+            ns.extend(n)
+
+        self._attention_rows(np.stack(self._attn[lo:hi]), "", add, mean=True)
+        if self._scores[lo] is not None:
+            self._pair_rows(np.stack(self._scores[lo:hi]), "A", "B", add)
+        if self._heads[lo] is not None:
+            h = np.stack(self._heads[lo:hi])  # (T, layers, heads, K, K)
+            for layer in range(h.shape[1]):
+                for head in range(h.shape[2]):
+                    self._attention_rows(h[:, layer, head], f"@L{layer}H{head}", add, mean=False)
+        values = np.concatenate(blocks, axis=1)  # (T, rows per record)
+        width = values.shape[1]
+        return {
+            "step": np.repeat(np.asarray(self._steps[lo:hi], dtype=np.int64), width),
+            "metric": np.tile(np.asarray(metrics, dtype=object), T),
+            "k": np.tile(np.asarray(ks, dtype=np.int64), T),
+            "n": np.tile(np.asarray(ns, dtype=np.int64), T),
+            "value": values.reshape(-1),
+        }
+
+    def _attention_rows(self, a: np.ndarray, suffix: str, add, mean: bool) -> None:
+        """attn_min, (attn_mean), attn_self (k) and attn_cross (k, n) of attention stacks a (T, K, K)."""
+        diag = np.ascontiguousarray(np.diagonal(a, axis1=1, axis2=2))  # (T, K): Attn_k
+        finite = np.isfinite(diag).any(1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows are masked below
+            amin = np.where(finite, np.nanmin(np.where(finite[:, None], diag, 0.0), axis=1), np.nan)
+            # row-wise over the contiguous axis: numpy sums each row as it sums a 1-d array
+            amean = np.where(finite, np.nanmean(np.where(finite[:, None], diag, 0.0), axis=1), np.nan)
+        add(amin[:, None], "attn_min" + suffix, [-1], [-1])
         if mean:
-            self._add(step, "attn_mean" + suffix, np.nanmean(diag) if some else np.nan)
-        self._add(step, "attn_self" + suffix, diag, k=self._diag)
-        if self.K > 1:
-            self._add(step, "attn_cross" + suffix, a[self._off], k=self._off_k, n=self._off_n)
+            add(amean[:, None], "attn_mean" + suffix, [-1], [-1])
+        self._pair_rows(a, "attn_self" + suffix, "attn_cross" + suffix, add)
+
+    def _pair_rows(self, m: np.ndarray, diag_name: str, off_name: str, add) -> None:
+        """The diagonal of K x K stacks m (T, K, K) as diag_name (k), the rest as off_name (k, n)."""
+        K = self.K
+        add(np.ascontiguousarray(np.diagonal(m, axis1=1, axis2=2)), diag_name, list(range(K)), [-1] * K)
+        if K > 1:
+            add(m[:, self._off], off_name, list(self._off_k), list(self._off_n))
 
     def table(self) -> pa.Table:
-        if not self._chunks:
+        if not self._steps:
             return SCHEMA.empty_table()
-        cols = {key: np.concatenate([c[key] for c in self._chunks]) for key in SCHEMA.names}
+        bounds = [0] + [t for t in range(1, len(self._names)) if self._key(t) != self._key(t - 1)]
+        bounds.append(len(self._names))
+        segs = [self._segment(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
+        cols = {key: np.concatenate([c[key] for c in segs]) for key in SCHEMA.names}
         arrays = [
             pa.array(cols["step"]),
             pa.array(cols["metric"], type=pa.string()),
@@ -105,6 +144,12 @@ class Recorder:
 
     def frame(self) -> pd.DataFrame:
         return metrics_frame(self.table())
+
+
+def _as_array(x: torch.Tensor | np.ndarray) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        return x.detach().to("cpu", torch.float64).numpy().copy()
+    return np.array(x, dtype=np.float64)  # a copy
 
 
 def metrics_frame(table: pa.Table) -> pd.DataFrame:

@@ -117,7 +117,7 @@ def init_loss_fn(problem: Problem) -> tuple[Callable[[torch.Tensor], torch.Tenso
 
         def loss_kernel(Q: torch.Tensor) -> torch.Tensor:
             M = V.T @ Q.T @ V  # M_kn = v_n^T Q v_k
-            return sum(kernel_loss(M, counts, sigma, p, tau, q)[0] for q in engine._chunks())
+            return kernel_loss(M, counts, sigma, p, tau)[0]
 
         return loss_kernel, Q0.to(dev)
 

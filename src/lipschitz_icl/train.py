@@ -17,7 +17,10 @@ import torch
 
 from .config import Config
 from .engines.base import Engine
+from .engines.kernel import KernelEngine
+from .engines.kernel_batch import KernelBatch
 from .recorder import Recorder
+from .train_batch import train_kernel_batch
 
 ProgressFn = Callable[[int, float, float], None]  # (step, loss, min_k Attn_k)
 
@@ -33,6 +36,7 @@ class TrainOutcome:
     T_eps: int | None  # first step with loss <= eps (eps times the initial loss when eps_mode=relative)
     test_errors: dict[str, float] = field(default_factory=dict)
     error: str | None = None
+    final_scores: torch.Tensor | None = None  # (K, K) scores at the end (batched kernel trainer only)
 
 
 def make_optimizer(cfg: Config, params: list[torch.Tensor]) -> torch.optim.Optimizer:
@@ -49,12 +53,25 @@ def _finite(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None
 
 
+def batchable(cfg: Config, engine: Engine) -> bool:
+    """Runs the batched kernel trainer handles: kernel engine in S space with gd or sgd."""
+    return isinstance(engine, KernelEngine) and engine.space == "S" and cfg.train.optimizer in ("gd", "sgd")
+
+
 def train(
     cfg: Config,
     engine: Engine,
     recorder: Recorder,
     progress: ProgressFn | None = None,
 ) -> TrainOutcome:
+    if batchable(cfg, engine):
+        # the same code path as lipschitz_icl.batch.run_many, with one run
+        on_record = None if progress is None else (lambda i, step, loss, attn_min: progress(step, loss, attn_min))
+        outcome = train_kernel_batch([cfg], KernelBatch([engine.spec], [cfg.train.lr]), [recorder], on_record)[0]
+        if outcome.final_scores is not None:
+            with torch.no_grad():
+                engine.M.copy_(outcome.final_scores)
+        return outcome
     tc = cfg.train
     opt = make_optimizer(cfg, engine.parameters())
     start = time.perf_counter()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from .analyze import analyze_command
+from .bench import bench_command
 from .evaluate import evaluate_command
 from .reproduce import reproduce_command
 from .run import run_command
@@ -32,6 +33,7 @@ app.command("theory")(theory_command)
 app.command("analyze")(analyze_command)
 app.command("reproduce")(reproduce_command)
 app.command("evaluate")(evaluate_command)
+app.command("bench")(bench_command)
 
 
 def main() -> None:

@@ -8,8 +8,9 @@ multinomial draws (common random numbers) or the mean-field counts N p.
 
 Gradient descent on Q moves M by -eta G (grad_M) G with G = V^T V, so in ``S`` space the
 engine optimises the K x K score matrix directly (cost independent of d and N); in ``Q``
-space it keeps Q (d x d) and lets autograd go through M = V^T Q^T V (needed for Adam, whose
-update is not equivariant to that change of variables).
+space it keeps Q (d x d), with dL/dQ = V (dL/dM)^T V^T (needed for Adam, whose update is not
+equivariant to that change of variables). Loss, gradient and attention come in closed form
+from ``kernel_grad.kernel_loss_grad``; ``kernel_loss`` below is the autograd reference.
 """
 
 from __future__ import annotations
@@ -17,16 +18,17 @@ from __future__ import annotations
 import torch
 
 from ..features import FeatureSet
-from ..tasks import TaskClass
-from .base import Engine, StepOutput, make_generator
+from .base import Engine, StepOutput
+from .kernel_grad import diagonal_of, kernel_loss_grad, symmetrize
+from .kernel_spec import KernelSpec
 
-CHUNK_ELEMENTS = 2**22  # queries are processed in chunks of about this many (k, b, n) entries
+COUNT_CHUNK = 2**22  # feature ids drawn per call of torch.multinomial (part of the random stream: keep)
 
 
 def draw_counts(fs: FeatureSet, N: int, B: int, gen: torch.Generator) -> torch.Tensor:
     """B multinomial(N, p) count vectors, (B, K) float."""
     out = torch.zeros(B, fs.K, dtype=fs.V.dtype)
-    rows_per = max(1, CHUNK_ELEMENTS // max(N, 1))
+    rows_per = max(1, COUNT_CHUNK // max(N, 1))
     for start in range(0, B, rows_per):
         rows = min(rows_per, B - start)
         ids = torch.multinomial(fs.p.cpu(), rows * N, replacement=True, generator=gen).view(rows, N)
@@ -42,10 +44,8 @@ def kernel_loss(
     tau: float = 0.0,
     queries: slice | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Population loss of the queries in ``queries`` (their p-weighted share) and their attention.
-
-    M (K, K) scores M[k, n]; counts (B, K); sigma (K, K); p (K,). Returns (loss, attn[k, n]).
-    """
+    """Autograd reference: population loss of the queries in ``queries`` (their p-weighted share)
+    and their attention. M (K, K) scores M[k, n]; counts (B, K); sigma (K, K); p (K,)."""
     K = M.shape[0]
     q = queries or slice(0, K)
     ks = torch.arange(K, device=M.device)[q]
@@ -62,59 +62,39 @@ def kernel_loss(
 
 
 class KernelEngine(Engine):
-    def __init__(
-        self,
-        fs: FeatureSet,
-        task: TaskClass,
-        sigma: torch.Tensor,
-        N: int,
-        *,
-        draws: int,
-        mean_field: bool,
-        resample: bool,
-        space: str,
-        tau: float,
-        seed: int,
-        test_sigmas: dict[str, torch.Tensor],
-        Q0: torch.Tensor,
-        device: torch.device,
-    ) -> None:
-        self.fs, self.task, self.N, self.tau = fs, task, N, tau
-        self.device = device
-        self.V = fs.V.to(device)
-        self.p = fs.p.to(device)
-        self.sigma = sigma.to(device)  # Sigma, the task kernel on the features
-        self.test_sigmas = {k: v.to(device) for k, v in test_sigmas.items()}
-        self.mean_field, self.resample, self.draws = mean_field, resample, draws
-        self.count_gen = make_generator(seed, "counts")
-        self.counts = self._new_counts()
-        self.space = space
-        if space == "S":
-            # M = V^T Q^T V; GD on Q is GD on M with the gradient preconditioned by G = V^T V
-            self.M = (self.V.T @ Q0.to(device).T @ self.V).clone().requires_grad_(True)
-            G = fs.gram.to(device)
-            if not torch.allclose(G, torch.eye(fs.K, dtype=G.dtype, device=device)):
-                self.M.register_hook(lambda g: G @ g @ G)
+    """One kernel-engine run. Training in S space with gd/sgd goes through the batched trainer
+    (``train_batch``), which shares ``kernel_loss_grad`` with this class."""
+
+    def __init__(self, spec: KernelSpec) -> None:
+        self.spec = spec
+        self.fs, self.N, self.tau = spec.fs, spec.N, spec.tau
+        self.device = spec.device
+        self.V = spec.fs.V.to(spec.device)
+        self.p = spec.p
+        self.sigma = spec.sigma  # Sigma, the task kernel on the features (symmetric)
+        self.sigma_diag = diagonal_of(spec.sigma.unsqueeze(0))  # (1, K) when Sigma is diagonal
+        self.test_sigmas = spec.tests
+        self.mean_field, self.resample, self.draws = spec.mean_field, spec.resample, spec.draws
+        self.count_gen = spec.count_gen
+        self.counts = spec.counts
+        self.space = spec.space
+        if self.space == "S":
+            self.M = spec.M0.clone().requires_grad_(True)  # M = V^T Q^T V
             self._params = [self.M]
         else:
-            self.Q = Q0.to(device).clone().requires_grad_(True)
+            self.Q = spec.Q0.clone().requires_grad_(True)
             self._params = [self.Q]
-
-    def _new_counts(self) -> torch.Tensor:
-        if self.mean_field:
-            return (self.N * self.fs.p).unsqueeze(0).to(self.device)
-        return draw_counts(self.fs, self.N, self.draws, self.count_gen).to(self.device)
 
     def parameters(self) -> list[torch.Tensor]:
         return self._params
 
     def _scores(self) -> torch.Tensor:
         if self.space == "S":
-            return self.M
-        return self.V.T @ self.Q.T @ self.V
+            return self.M.detach()
+        return self.V.T @ self.Q.detach().T @ self.V
 
     def scores(self) -> torch.Tensor:
-        return self._scores().detach()
+        return self._scores()
 
     def model_state(self) -> dict[str, torch.Tensor]:
         """{"Q": Q}. In S space Q is the minimum-norm matrix with V^T Q^T V = M:
@@ -124,31 +104,35 @@ class KernelEngine(Engine):
         V_pinv = torch.linalg.pinv(self.V)  # V^+, (K, d)
         return {"Q": (V_pinv.T @ self.M.detach().T @ V_pinv).cpu()}
 
-    def _chunks(self):
-        K, B = self.fs.K, self.counts.shape[0]
-        size = max(1, CHUNK_ELEMENTS // max(1, B * K))
-        for start in range(0, K, size):
-            yield slice(start, min(K, start + size))
+    def _forward(self, tests: dict[str, torch.Tensor] | None, need_grad: bool):
+        """kernel_loss_grad with this run alone (R = 1)."""
+        c, inv_c = self.spec.count_inputs(self.counts)
+        tau2 = None if self.tau == 0 else torch.full((1,), self.tau**2, dtype=self.sigma.dtype, device=self.device)
+        return kernel_loss_grad(
+            self._scores().unsqueeze(0), c.unsqueeze(0), None if inv_c is None else inv_c.unsqueeze(0),
+            self.sigma.unsqueeze(0), self.p.unsqueeze(0), tau2,
+            {k: v.unsqueeze(0) for k, v in (tests or {}).items()}, need_grad, full_attn=need_grad,
+            sigma_diag=self.sigma_diag,
+        )
 
     def forward_backward(self) -> StepOutput:
         if self.resample and not self.mean_field:
-            self.counts = self._new_counts()
-        for p in self._params:
-            p.grad = None
-        total, attn_rows = 0.0, []
-        for q in self._chunks():
-            loss, attn = kernel_loss(self._scores(), self.counts, self.sigma, self.p, self.tau, q)
-            loss.backward()
-            total += float(loss.detach())
-            attn_rows.append(attn.detach())
-        return StepOutput(total, torch.cat(attn_rows))
+            self.counts = self.spec.new_counts()
+        out = self._forward(None, True)
+        g = out.grad[0]  # dL/dM
+        if self.space == "Q":
+            self.Q.grad = self.V @ g.T @ self.V.T  # dL/dQ = V (dL/dM)^T V^T
+        elif self.spec.gram is not None:
+            self.M.grad = self.spec.gram @ g @ self.spec.gram  # S space: the preconditioned step G grad G
+        else:
+            self.M.grad = g
+        return StepOutput(float(out.loss[0]), out.attn[0])
 
     @torch.no_grad()
     def evaluate(self, sigma: torch.Tensor) -> float:
-        M = self._scores()
-        return sum(
-            float(kernel_loss(M, self.counts, sigma, self.p, self.tau, q)[0]) for q in self._chunks()
-        )
+        """The loss at the current scores under another Sigma (e.g. of unseen functions)."""
+        return float(self._forward({"x": symmetrize(sigma)}, False).tests["x"][0])
 
     def test_errors(self) -> dict[str, float]:
-        return {name: self.evaluate(s) for name, s in self.test_sigmas.items()}
+        out = self._forward(self.test_sigmas, False)
+        return {name: float(v[0]) for name, v in out.tests.items()}

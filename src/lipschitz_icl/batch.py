@@ -1,0 +1,80 @@
+"""Many runs at once: ``run_many(configs)`` trains compatible kernel-engine runs as one tensor
+program and the rest one after another.
+
+    >>> import lipschitz_icl as li
+    >>> from lipschitz_icl.batch import run_many
+    >>> cfgs = [li.load_config("configs/quickstart.yaml", [f"task.L={L}", f"seed={s}"])
+    ...         for L in (0.5, 1, 2) for s in (0, 1)]
+    >>> runs = run_many(cfgs)            # list of li.Run, in the order of cfgs; nothing written
+
+Runs are batched when they use the kernel engine in S space with ``gd`` or ``sgd`` and share
+K, the number of count draws B, dtype, device, count redrawing, whether label noise is on,
+whether G = V^T V is the identity, and their test sets (``engines.kernel_batch.batch_key``);
+they may differ in L, task class, eta, seed, p_k, N, tau, epsilon, budget and logging. Each
+run's metrics equal, bit for bit, those of ``api.run(cfg, write=False)``: the single-run
+trainer is this batched trainer with one run, and every number of a run is computed from that
+run's slices only (see ``engines.kernel_grad``). Summaries are equal too, except ``wall_s``
+(time from the start of the batch to the end of that run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .api import Run, make_summary, prepare
+from .api import run as run_one
+from .config import Config
+from .engines.kernel_batch import KernelBatch, batch_key
+from .recorder import Recorder, metrics_frame
+from .train_batch import train_kernel_batch
+
+BatchProgressFn = Callable[[int, int], None]  # (runs finished, runs in all)
+
+
+def batchable_config(cfg: Config) -> bool:
+    """Kernel engine in S space (``auto`` means S unless Adam) trained by gd or sgd."""
+    return cfg.engine.kind == "kernel" and cfg.train.optimizer in ("gd", "sgd") and cfg.engine.space != "Q"
+
+
+def plan_groups(configs: list[Config]) -> tuple[list[list[int]], list[int], dict]:
+    """Split config indices into groups that can share a batch and the rest (run one by one);
+    also returns the (problem, engine, theory) built for each batchable config."""
+    built, groups, rest = {}, {}, []
+    for i, cfg in enumerate(configs):
+        if not batchable_config(cfg):
+            rest.append(i)
+            continue
+        built[i] = prepare(cfg)
+        groups.setdefault(batch_key(built[i][1].spec), []).append(i)
+    return list(groups.values()), rest, built
+
+
+def run_many(configs: list[Config], progress: BatchProgressFn | None = None) -> list[Run]:
+    """Train every config (write=False semantics: nothing is written; the caller writes).
+
+    Returns one Run per config, in order. ``progress(finished, total)`` is called as runs end.
+    """
+    total = len(configs)
+    finished = 0
+    runs: list[Run | None] = [None] * total
+
+    def tick(_: int = 0) -> None:
+        nonlocal finished
+        finished += 1
+        if progress is not None:
+            progress(finished, total)
+
+    groups, rest, built = plan_groups(configs)
+    for group in groups:
+        cfgs = [configs[i] for i in group]
+        specs = [built[i][1].spec for i in group]
+        recorders = [Recorder(s.K) for s in specs]
+        batch = KernelBatch(specs, [c.train.lr for c in cfgs])
+        outcomes = train_kernel_batch(cfgs, batch, recorders, on_finish=tick)
+        for i, cfg, rec, outcome in zip(group, cfgs, recorders, outcomes, strict=True):
+            problem, _, theory = built.pop(i)
+            runs[i] = Run(cfg, make_summary(cfg, problem, theory, outcome), metrics_frame(rec.table()))
+    for i in rest:
+        runs[i] = run_one(configs[i], write=False)
+        tick()
+    return runs  # type: ignore[return-value]

@@ -1,0 +1,65 @@
+"""Pieces the benchmark sections share: configs, a bare kernel step, per-step times of real runs."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+
+from ..api import prepare
+from ..api import run as run_one
+from ..config import Config, load_config
+from ..engines.kernel_batch import KernelBatch
+
+REPO_ROOT = Path(__file__).resolve().parents[3]  # the source checkout (src layout), when there is one
+
+
+def config(overrides: list[str]) -> Config:
+    """The defaults (the quickstart's setting: K = 5, d = 5, N = 50, linear, L = 2) plus overrides."""
+    return load_config(None, overrides)
+
+
+def kernel_step(cfg: Config):
+    """One bare gradient step of the kernel engine (what the trainer does per step, minus the
+    bookkeeping): loss, attention and gradient, the host read of the losses, the update."""
+    _, engine, _ = prepare(cfg)
+    batch = KernelBatch([engine.spec], [cfg.train.lr])
+
+    def step() -> None:
+        out = batch.step(False)
+        torch.stack([out.loss, out.attn_self.amin(-1)]).tolist()
+        batch.update()
+
+    return step, batch
+
+
+def run_step_time(cfg: Config) -> tuple[float, float]:
+    """Wall seconds per gradient step of a whole run (training loop, recorder on), and its steps."""
+    result = run_one(cfg, write=False)
+    steps = result.summary["steps"] + 1  # forward/backward passes, including the last one
+    return result.summary["wall_s"] / steps, steps
+
+
+def kernel_draw_losses(cfg: Config, M: torch.Tensor | None = None) -> torch.Tensor:
+    """Per-draw losses 1/2 sum_k p_k (a - e_k)^T Sigma (a - e_k) of the kernel engine's B count
+    draws at scores M (default: the initial ones): their spread gives the estimator's SE."""
+    _, engine, _ = prepare(cfg)
+    spec = engine.spec
+    M = spec.M0 if M is None else M
+    c = spec.counts.double()
+    a = torch.softmax(torch.log(c).unsqueeze(0) + M.double().unsqueeze(1), dim=-1)  # (k, b, n)
+    err = a - torch.eye(spec.K, dtype=torch.float64).unsqueeze(1)
+    quad = torch.einsum("kbn,nm,kbm->kb", err, spec.sigma.double(), err)
+    return 0.5 * (spec.p.double().unsqueeze(1) * quad).sum(0)
+
+
+def standard_error(x: torch.Tensor) -> float:
+    return float(x.double().std() / math.sqrt(x.numel()))
+
+
+def q_from_scores(V: torch.Tensor, M: torch.Tensor) -> torch.Tensor:
+    """A Q with V^T Q^T V = M (V: d x K, full column rank)."""
+    V = V.double()
+    Vp = torch.linalg.pinv(V)  # (K, d)
+    return Vp.T @ M.double().T @ Vp

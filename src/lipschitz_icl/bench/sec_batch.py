@@ -1,0 +1,68 @@
+"""(d) the L sweep batched into one tensor program against the same runs one after another."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..api import run as run_one
+from ..batch import run_many
+from . import Size, Target, register
+from .common import REPO_ROOT, config
+
+
+def sweep_configs(size: Size) -> list:
+    """configs/quickstart.yaml over L = logspace(-1, 1, 10) x seeds 0, 1, 2 (the defaults equal the
+    quickstart when the file is not at hand)."""
+    from ..config import load_config
+
+    path = REPO_ROOT / "configs" / "quickstart.yaml"
+    Ls = size.pick(np.logspace(-1, 1, 10), np.logspace(-1, 1, 10), np.logspace(-0.5, 1, 3))
+    seeds = size.pick([0, 1, 2], [0, 1, 2], [0, 1])
+    extra = size.pick([], [], ["train.steps=300"])
+    out = []
+    for L in Ls:
+        for seed in seeds:
+            ov = [f"task.L={L:.10g}", f"seed={seed}", *extra]
+            out.append(load_config(path, ov) if path.is_file() else config(ov))
+    return out
+
+
+def _same(a, b) -> bool:
+    sa = {k: v for k, v in a.summary.items() if k != "wall_s"}
+    sb = {k: v for k, v in b.summary.items() if k != "wall_s"}
+    return a.metrics.equals(b.metrics) and sa == sb
+
+
+@register("batched", "(d) the L sweep (30 runs) batched vs one after another", order=4)
+def batched(size: Size) -> dict:
+    cfgs = sweep_configs(size)
+    t0 = time.perf_counter()
+    many = run_many(cfgs)
+    t_batch1 = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    one = [run_one(c, write=False) for c in cfgs]
+    t_seq = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    many2 = run_many(cfgs)
+    t_batch2 = time.perf_counter() - t0
+    identical = all(_same(a, b) for a, b in zip(one, many, strict=True)) and all(
+        _same(a, b) for a, b in zip(many, many2, strict=True)
+    )
+    t_batch = (t_batch1 + t_batch2) / 2  # batched runs before and after the sequential one
+    steps = [r.summary["steps"] for r in one]
+    row = {
+        "runs": len(cfgs), "total steps": int(sum(steps)), "longest run (steps)": int(max(steps)),
+        "one after another s": t_seq, "batched s (mean of 2)": t_batch, "speedup": t_seq / t_batch,
+        "identical metrics and summaries": identical,
+    }
+    return {
+        "rows": [row],
+        "targets": [
+            Target("(d) batched L sweep speedup", t_seq / t_batch, ">=", 5.0, "x").as_dict(),
+            Target("(d) batched results identical (1 = yes)", float(identical), ">=", 1.0).as_dict(),
+        ],
+        "notes": ["one process, the same thread count; batched timed before and after the sequential runs "
+                  "(their mean), to average out load on a shared machine"],
+    }

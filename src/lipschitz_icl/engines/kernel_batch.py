@@ -1,0 +1,100 @@
+"""R kernel-engine runs stacked into one tensor program (S space, plain gradient steps).
+
+Runs may differ in everything that does not change a tensor's shape: L, task class (Sigma),
+eta, seed (count draws, test functions), p_k, N, label noise, stopping rules. They must share
+K, the number of count draws B, dtype, device, whether counts are redrawn each step, whether
+label noise is on, whether G = V^T V is the identity, and the names of their test sets.
+Finished runs leave the batch (``keep``), so the remaining ones run at their own cost.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .kernel_grad import KernelOut, diagonal_of, kernel_loss_grad
+from .kernel_spec import KernelSpec
+
+
+def batch_key(spec: KernelSpec) -> tuple:
+    """Runs with equal keys can share a KernelBatch."""
+    return (
+        spec.K, spec.counts.shape[0], spec.dtype, str(spec.device), spec.resample, spec.tau > 0,
+        spec.gram is None, tuple(spec.tests), spec.space, diagonal_of(spec.sigma.unsqueeze(0)) is not None,
+    )
+
+
+class KernelBatch:
+    def __init__(self, specs: list[KernelSpec], lrs: list[float]) -> None:
+        keys = {batch_key(s) for s in specs}
+        if len(keys) != 1:
+            raise ValueError(f"runs of different shapes cannot be batched: {sorted(map(str, keys))}")
+        if specs[0].space != "S":
+            raise ValueError("the batched kernel trainer works in S space")
+        s0 = specs[0]
+        self.specs = list(specs)
+        self.device, self.dtype = s0.device, s0.dtype
+        self.resample, self.noisy = s0.resample, s0.tau > 0
+        self.M = torch.stack([s.M0 for s in specs]).clone()  # (R, K, K) scores M = V^T Q^T V
+        self.sigma = torch.stack([s.sigma for s in specs])  # (R, K, K) Sigma
+        self.diag = diagonal_of(self.sigma)  # (R, K) when every Sigma is diagonal
+        self.tests = {name: torch.stack([s.tests[name] for s in specs]) for name in s0.tests}
+        self.p = torch.stack([s.p for s in specs])  # (R, K) p_k
+        self.tau2 = (
+            torch.tensor([s.tau**2 for s in specs], dtype=self.dtype, device=self.device) if self.noisy else None
+        )
+        self.G = None if s0.gram is None else torch.stack([s.gram for s in specs])  # G = V^T V
+        self.lr = torch.tensor(lrs, dtype=self.dtype, device=self.device).view(-1, 1, 1)  # eta
+        self._set_counts([s.counts for s in specs])
+        self.grad: torch.Tensor | None = None
+
+    @property
+    def R(self) -> int:
+        return self.M.shape[0]
+
+    def _set_counts(self, counts: list[torch.Tensor]) -> None:
+        pairs = [s.count_inputs(c) for s, c in zip(self.specs, counts, strict=True)]
+        self.counts = torch.stack([c for c, _ in pairs])  # (R, K, B) counts c_n, feature first
+        self.inv_c = torch.stack([i for _, i in pairs]) if self.noisy else None  # 1 / max(c_n, 1)
+
+    def redraw_counts(self) -> None:
+        """Fresh count draws for every run, each from its own generator (SGD)."""
+        if self.resample:
+            self._set_counts([s.new_counts() for s in self.specs])
+
+    def step(self, full: bool = False) -> KernelOut:
+        """Loss, Attn_k and the preconditioned gradient G (dL/dM) G of every run; with ``full``
+        also the whole attention matrix and the test errors (what a log step records)."""
+        out = kernel_loss_grad(
+            self.M, self.counts, self.inv_c, self.sigma, self.p, self.tau2,
+            self.tests if full else None, need_grad=True, full_attn=full, sigma_diag=self.diag,
+        )
+        if self.G is not None:
+            out.grad = torch.bmm(torch.bmm(self.G, out.grad), self.G)
+        self.grad = out.grad
+        return out
+
+    def evaluate(self, rows: list[int]) -> KernelOut:
+        """Attention and test errors at the current scores, for some rows (no gradient)."""
+        idx = torch.tensor(rows, dtype=torch.long, device=self.device)
+        return kernel_loss_grad(
+            self.M[idx], self.counts[idx], None if self.inv_c is None else self.inv_c[idx], self.sigma[idx],
+            self.p[idx], None if self.tau2 is None else self.tau2[idx],
+            {k: v[idx] for k, v in self.tests.items()}, need_grad=False, full_attn=True,
+            sigma_diag=None if self.diag is None else self.diag[idx],
+        )
+
+    def update(self) -> None:
+        """One gradient step of size eta on every run: M <- M - eta G (dL/dM) G."""
+        self.M = self.M - self.lr * self.grad
+
+    def keep(self, rows: list[int]) -> None:
+        """Keep only these rows (runs that are still training), in this order."""
+        if rows == list(range(self.R)):
+            return
+        idx = torch.tensor(rows, dtype=torch.long, device=self.device)
+        self.specs = [self.specs[i] for i in rows]
+        for name in ("M", "sigma", "diag", "p", "tau2", "G", "lr", "counts", "inv_c", "grad"):
+            t = getattr(self, name)
+            if t is not None:
+                setattr(self, name, t.index_select(0, idx))
+        self.tests = {k: v.index_select(0, idx) for k, v in self.tests.items()}

@@ -1,0 +1,99 @@
+"""Everything one kernel-engine run needs, built once from its Problem.
+
+The single-run engine and the batched trainer both start from a KernelSpec, so a run gets the
+same initial scores, Sigma, test kernels and count draws whichever path trains it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+from ..features import FeatureSet
+from ..models import make_model
+from ..tasks import make_task
+from .base import make_generator, resolve_device
+from .kernel_grad import symmetrize
+
+if TYPE_CHECKING:
+    from ..problem import Problem
+
+
+def cast_features(fs: FeatureSet, dtype: torch.dtype) -> FeatureSet:
+    return FeatureSet(fs.V.to(dtype), fs.p.to(dtype), fs.noise)
+
+
+@dataclass
+class KernelSpec:
+    fs: FeatureSet  # features in the training dtype (CPU; count draws use fs.p)
+    N: int
+    draws: int
+    mean_field: bool
+    resample: bool
+    space: str  # "S" (train M = V^T Q^T V) or "Q"
+    tau: float  # label noise tau
+    count_gen: torch.Generator
+    counts: torch.Tensor  # (B, K) initial counts, on device (B = 1 for mean field)
+    sigma: torch.Tensor  # (K, K) symmetric Sigma, on device
+    tests: dict[str, torch.Tensor]  # name -> (K, K) symmetric Sigma of the unseen functions
+    p: torch.Tensor  # (K,) p_k, on device
+    gram: torch.Tensor | None  # G = V^T V on device, None when G = I (no preconditioning)
+    M0: torch.Tensor  # (K, K) initial scores M = V^T Q0^T V, on device
+    Q0: torch.Tensor  # (d, d) initial Q, on device
+    device: torch.device
+
+    @property
+    def K(self) -> int:
+        return self.fs.K
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.sigma.dtype
+
+    def new_counts(self) -> torch.Tensor:
+        """The next count draws: (B, K) on device (mean field: N p, always the same)."""
+        if self.mean_field:
+            return (self.N * self.fs.p).unsqueeze(0).to(self.device)
+        from .kernel import draw_counts
+
+        return draw_counts(self.fs, self.N, self.draws, self.count_gen).to(self.device)
+
+    def count_inputs(self, counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The counts as ``kernel_loss_grad`` takes them: c (K, B), feature first, and, with label
+        noise, 1 / max(c, 1)."""
+        c = counts.T.contiguous()
+        return c, (1.0 / c.clamp(min=1.0) if self.tau > 0 else None)
+
+
+def kernel_spec(problem: Problem) -> KernelSpec:
+    cfg = problem.config
+    device = resolve_device(cfg.engine.device)
+    dtype = problem.dtype
+    fs = cast_features(problem.features, dtype)
+    test_tasks = {"test_error": problem.task}
+    if cfg.eval.other_class:
+        test_tasks["test_error_other"] = make_task(cfg.eval.other_class, cfg.task.L, cfg.features.d)
+    model = make_model(cfg.model, cfg.features.d, make_generator(cfg.seed, "init"), dtype, "cpu")
+    test_gen = make_generator(cfg.seed, "test")
+    tests = {}
+    for name, task in test_tasks.items():
+        F = task.values_on(task.sample(cfg.eval.functions, test_gen, torch.float64), problem.features.V)
+        tests[name] = symmetrize(F.T @ F / F.shape[0]).to(dtype).to(device)  # Sigma of the unseen functions
+    space = cfg.engine.space
+    if space == "auto":
+        space = "Q" if cfg.train.optimizer == "adam" else "S"
+    V = fs.V.to(device)
+    Q0 = model.Q.detach().to(device)
+    G = fs.gram.to(device)
+    identity = torch.equal(G, torch.eye(fs.K, dtype=G.dtype, device=device))
+    spec = KernelSpec(
+        fs=fs, N=cfg.prompt.N, draws=cfg.engine.draws, mean_field=cfg.engine.counts == "mean_field",
+        resample=cfg.resample and cfg.engine.counts != "mean_field", space=space, tau=cfg.task.label_noise,
+        count_gen=make_generator(cfg.seed, "counts"), counts=torch.empty(0),
+        sigma=symmetrize(problem.kernel.sigma.double()).to(dtype).to(device), tests=tests,
+        p=fs.p.to(device), gram=None if identity else G, M0=V.T @ Q0.T @ V, Q0=Q0, device=device,
+    )
+    spec.counts = spec.new_counts()
+    return spec

@@ -1,0 +1,110 @@
+"""``lipschitz-icl bench`` at a tiny size, the recorder's vectorised table, and bench helpers."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from lipschitz_icl.bench import Size, Target
+from lipschitz_icl.bench.measure import fit_exponent
+from lipschitz_icl.cli import app
+from lipschitz_icl.recorder import Recorder
+
+runner = CliRunner()
+
+
+def test_bench_tiny_writes_every_section_and_target(tmp_path):
+    out = tmp_path / "bench.json"
+    result = runner.invoke(app, ["bench", "--tiny", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert report["size"] == "tiny"
+    assert {"cpu", "cores", "torch_threads"} <= set(report["machine"])
+    assert {"torch", "lipschitz_icl"} <= set(report["versions"])
+    sections = report["sections"]
+    assert {"step_time", "scaling", "memory", "batched", "reproduce"} <= set(sections)
+    assert not any("error" in s for s in sections.values()), {k: s.get("error") for k, s in sections.items()}
+    names = " ".join(t["name"] for t in report["targets"])
+    for tag in ("(a)", "(b)", "(c)", "(d)", "(e)"):
+        assert tag in names
+    batched = sections["batched"]["rows"][0]
+    assert batched["identical metrics and summaries"] is True
+    exps = {(e["engine"], e["scan"]): e["time exponent"] for e in sections["scaling"]["exponents"]}
+    assert exps[("kernel", "d")] is not None and exps[("kernel", "N")] is not None
+    assert sections["memory"]["rows"][0]["peak RSS MB"] > 10  # a real child process was measured
+    assert "targets" in result.stdout
+
+
+def test_bench_rejects_unknown_section(tmp_path):
+    result = runner.invoke(app, ["bench", "--tiny", "--only", "nope", "--out", str(tmp_path / "b.json")])
+    assert result.exit_code == 2
+    assert "nope" in result.output
+
+
+def test_bench_extra_section_from_a_file(tmp_path):
+    extra = tmp_path / "my_bench.py"
+    extra.write_text("def bench_me(quick):\n    return {'rows': [{'quick': quick, 'x': 1.5}], 'targets': []}\n")
+    out = tmp_path / "b.json"
+    result = runner.invoke(app, ["bench", "--tiny", "--only", "my_bench", "--extra", f"{extra}:bench_me",
+                                 "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text())["sections"]["my_bench"]["rows"] == [{"quick": True, "x": 1.5}]
+
+
+def test_target_verdicts():
+    assert Target("a", 1200.0, ">=", 1000).verdict() == "met"
+    assert "0.50x" in Target("a", 500.0, ">=", 1000).verdict()
+    assert Target("b", 2.5, "<=", 1.5, "x").verdict() == "missed by 1x"
+    assert Target("c", None, "<=", 1).met is None
+    assert Size("tiny").quick and not Size("full").quick
+
+
+def test_fit_exponent_recovers_a_power_law():
+    xs = [4, 16, 64, 256]
+    assert fit_exponent(xs, [3.0 * x**1.5 for x in xs]) == pytest.approx(1.5)
+    assert fit_exponent([1], [1.0]) is None
+
+
+def _reference_rows(K, records):
+    """The recorder's rows, built one record at a time the plain way."""
+    rows = []
+    for step, loss, a, s, extra in records:
+        diag = np.diagonal(a)
+        fin = np.isfinite(diag).any()
+        scal = [("loss", loss), *extra.items(), ("attn_min", np.nanmin(diag) if fin else np.nan),
+                ("attn_mean", np.nanmean(diag) if fin else np.nan)]
+        rows += [(step, m, -1, -1, v) for m, v in scal]
+        rows += [(step, "attn_self", k, -1, diag[k]) for k in range(K)]
+        off = [(k, n) for k in range(K) for n in range(K) if k != n]
+        rows += [(step, "attn_cross", k, n, a[k, n]) for k, n in off]
+        rows += [(step, "A", k, -1, s[k, k]) for k in range(K)]
+        rows += [(step, "B", k, n, s[k, n]) for k, n in off]
+    df = pd.DataFrame(rows, columns=["step", "metric", "k", "n", "value"])
+    for c in ("k", "n"):
+        df[c] = df[c].astype("Int64").mask(df[c] < 0)
+    return df
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_recorder_table_equals_a_record_by_record_reference():
+    rng = np.random.default_rng(0)
+    K = 9
+    rec, records = Recorder(K), []
+    for t in range(25):
+        a = rng.random((K, K)) * 10.0 ** rng.uniform(-5, 5, (K, K))
+        if t % 7 == 3:
+            a[0, 0] = np.nan
+        if t % 11 == 4:
+            a[:] = np.nan
+        s = rng.standard_normal((K, K))
+        extra = {"test_error": float(rng.random()), "grad_norm": float(rng.random())} if t < 20 else {"grad_norm": 1.0}
+        records.append((t, float(rng.random()), a, s, extra))
+        rec.record(t, records[-1][1], torch.tensor(a), torch.tensor(s), extra)
+    got = rec.frame()
+    want = _reference_rows(K, records)
+    pd.testing.assert_frame_equal(got[["step", "metric", "k", "n"]].astype(object),
+                                  want[["step", "metric", "k", "n"]].astype(object))
+    np.testing.assert_array_equal(got["value"].to_numpy(), want["value"].to_numpy())
