@@ -24,7 +24,7 @@ from .config import Config, load_config, validate_config
 from .engines import Engine, build_engine
 from .errors import UserInputError
 from .problem import Problem, build_problem
-from .recorder import Recorder, metrics_frame
+from .recorder import Recorder, metrics_frame, metrics_table
 from .store import (
     CONFIG_FILE,
     METRICS_FILE,
@@ -49,6 +49,7 @@ class Run:
     summary: dict[str, Any]
     metrics: pd.DataFrame  # tidy: step, metric, k, n, value
     dir: Path | None = None
+    params: dict[str, torch.Tensor] | None = None  # the trained parameters (params.pt)
 
     def series(self, metric: str) -> pd.Series:
         """A scalar metric (loss, test_error, attn_min, ...) indexed by step."""
@@ -131,9 +132,22 @@ def run(
 def _finish(cfg: Config, problem, theory, recorder: Recorder, outcome, run_dir: Path | None, engine) -> Run:
     table = recorder.table()
     summary = make_summary(cfg, problem, theory, outcome)
+    params = engine.model_state()
     if run_dir is not None:
-        write_results(run_dir, table, summary, engine.model_state())
-    return Run(cfg, summary, metrics_frame(table), run_dir)
+        write_results(run_dir, table, summary, params)
+    return Run(cfg, summary, metrics_frame(table), run_dir, params)
+
+
+def write_run(run: Run, path: str | Path) -> Path:
+    """Write a Run made with ``write=False`` (or by ``batch.run_many``) as a run directory, with
+    the same files and the same atomic writers as ``run``. Sets and returns ``run.dir``."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    with deferred_signals():
+        atomic_write_text(path / CONFIG_FILE, run.config.to_yaml())
+        write_results(path, metrics_table(run.metrics), run.summary, run.params)
+    run.dir = path
+    return path
 
 
 def prepare(cfg: Config) -> tuple[Problem, Engine, Theory]:

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import torch
+
 from .api import Run, make_summary, prepare
 from .api import run as run_one
 from .config import Config
@@ -72,8 +74,12 @@ def run_many(configs: list[Config], progress: BatchProgressFn | None = None) -> 
         batch = KernelBatch(specs, [c.train.lr for c in cfgs])
         outcomes = train_kernel_batch(cfgs, batch, recorders, on_finish=tick)
         for i, cfg, rec, outcome in zip(group, cfgs, recorders, outcomes, strict=True):
-            problem, _, theory = built.pop(i)
-            runs[i] = Run(cfg, make_summary(cfg, problem, theory, outcome), metrics_frame(rec.table()))
+            problem, engine, theory = built.pop(i)
+            if outcome.final_scores is not None:
+                with torch.no_grad():
+                    engine.M.copy_(outcome.final_scores)  # so that model_state() is the trained Q
+            runs[i] = Run(cfg, make_summary(cfg, problem, theory, outcome), metrics_frame(rec.table()),
+                          params=engine.model_state())
     for i in rest:
         runs[i] = run_one(configs[i], write=False)
         tick()

@@ -152,6 +152,11 @@ def _as_array(x: torch.Tensor | np.ndarray) -> np.ndarray:
     return np.array(x, dtype=np.float64)  # a copy
 
 
+def metrics_table(frame: pd.DataFrame) -> pa.Table:
+    """The tidy DataFrame back as an Arrow table with the metrics schema."""
+    return pa.Table.from_pandas(frame[SCHEMA.names], schema=SCHEMA, preserve_index=False)
+
+
 def metrics_frame(table: pa.Table) -> pd.DataFrame:
     """The tidy table as pandas, with nullable integer k and n."""
     df = table.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)

@@ -9,7 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..api import Run, run
+from ..api import Run, write_run
+from ..batch import run_many
 from ..config import Config, apply_overrides, load_config, validate_config
 from .sizes import FULL, QUICK, Sizes
 
@@ -55,18 +56,33 @@ def with_overrides(cfg: Config, overrides: list[str]) -> Config:
 
 
 def run_group(ctx: Context, group: str, configs: list[Config], label: str | None = None) -> list[Run]:
-    """Run configs (each with a unique ``name``) and write them under out/runs/<group>/<name>."""
+    """Run configs (each with a unique ``name``) and write them under out/runs/<group>/<name>.
+
+    Kernel-engine runs that share a shape are trained together as one tensor program
+    (``batch.run_many``: identical numbers to one-by-one runs); with ``ctx.workers > 1`` the
+    group goes through the Dask sweep engine instead."""
     label = label or group
     group_dir = ctx.out / "runs" / group
-    results: list[Run] = []
     total = len(configs)
     ctx.tick(label, 0, total)
-    for i, cfg in enumerate(configs):
-        run_dir = group_dir / (cfg.name or f"run{i}")
-        results.append(run(cfg, out=run_dir, force=True))
-        ctx.run_dirs.append(str(run_dir.relative_to(ctx.out)))
-        ctx.tick(label, i + 1, total)
+    if ctx.workers > 1:
+        results = _run_on_dask(ctx, group_dir, configs, label)
+    else:
+        results = run_many(configs, progress=lambda done, n: ctx.tick(label, done, n))
+        for i, (cfg, r) in enumerate(zip(configs, results, strict=True)):
+            write_run(r, group_dir / (cfg.name or f"run{i}"))
+    ctx.run_dirs.extend(str(r.dir.relative_to(ctx.out)) for r in results if r.dir is not None)
+    ctx.tick(label, total, total)
     return results
+
+
+def _run_on_dask(ctx: Context, group_dir: Path, configs: list[Config], label: str) -> list[Run]:
+    from ..api import load_run
+    from ..sweep import run_configs
+
+    index = run_configs(configs, group_dir, workers=ctx.workers,
+                        progress=lambda done, failed, n: ctx.tick(label, done + failed, n))
+    return [load_run(group_dir / "runs" / name) for name in index["run_dir"]]
 
 
 def rel_runs(ctx: Context, runs: list[Run]) -> list[str]:
