@@ -135,3 +135,13 @@ def test_recorded_scores_are_snapshots_not_views(engine, small_overrides):
     if engine == "kernel":
         row_sums = A + B.T.groupby(level=0).sum().T
         assert row_sums.abs().to_numpy().max() < 1e-9
+
+
+@pytest.mark.parametrize("extra", [[], ["engine.kind=sampled", "engine.batch=64"], ["train.optimizer=adam"]])
+def test_relative_eps_stops_at_a_fraction_of_the_initial_loss(extra):
+    """eps_mode=relative: stop at loss <= eps * initial loss, on every training path (the batched
+    kernel trainer, the sampled engine, Adam in Q space)."""
+    run = li.run(None, ["train.eps_mode=relative", "train.eps=0.2", "train.steps=3000", *extra], write=False)
+    loss = run.series("loss")
+    assert run.summary["status"] == "converged"
+    assert loss.iloc[-1] <= 0.2 * loss.iloc[0] < loss.iloc[-2]

@@ -39,6 +39,11 @@ class TrainOutcome:
     final_scores: torch.Tensor | None = None  # (K, K) scores at the end (batched kernel trainer only)
 
 
+def target_loss(tc, loss_0: float) -> float:
+    """The loss a run stops at: eps, or eps times the initial loss when eps_mode=relative."""
+    return tc.eps * loss_0 if tc.eps_mode == "relative" else tc.eps
+
+
 def make_optimizer(cfg: Config, params: list[torch.Tensor]) -> torch.optim.Optimizer:
     if cfg.train.optimizer == "adam":
         return torch.optim.Adam(params, lr=cfg.train.lr)
@@ -86,7 +91,7 @@ def train(
             out = engine.forward_backward()
             if loss_0 is None:
                 loss_0 = max(out.loss, 1e-300) if math.isfinite(out.loss) else math.inf
-                eps = tc.eps * loss_0 if tc.eps_mode == "relative" else tc.eps
+                eps = target_loss(tc, loss_0)
             if not math.isfinite(out.loss) or out.loss > tc.diverge_factor * loss_0:
                 status = "diverged"
                 break

@@ -51,7 +51,7 @@ def train_kernel_batch(
     on_finish: FinishFn | None = None,
 ) -> list:
     """Train every run of ``batch`` (row i is ``cfgs[i]``); returns one TrainOutcome per run."""
-    from .train import TrainOutcome
+    from .train import TrainOutcome, target_loss
 
     R = len(cfgs)
     states = [_State() for _ in range(R)]
@@ -89,7 +89,7 @@ def train_kernel_batch(
                     continue
                 if st.T_1 is None and mins[j] >= cfgs[i].analysis.t1_level:
                     st.T_1 = step
-                done = loss <= tc.eps
+                done = loss <= target_loss(tc, st.loss_0)
                 st.last_loss, st.last_attn = loss, mins[j]
                 if step % tc.log_every == 0 or done or step == tc.steps:
                     record.append(j)
