@@ -181,7 +181,7 @@ def exp_scaling(ctx: Context) -> list[ClaimResult]:
     # Delta by geometry, not by scale: unit vectors v_k ~ e_k + t u (u the unit diagonal) come closer
     # as t grows, while delta = 1/sqrt(d) stays fixed for the linear class and L* = 1/(Delta delta) grows
     flat_D = with_overrides(cfg, [f"task.L={0.5 * L_star:.6g}"])
-    paths = [_tilted_features(ctx, cfg.features.K, t) for t in (0.0, 0.5, 1.0, 2.0)]
+    paths = [_tilted_features(ctx, cfg.features.K, t) for t in (0.0, 0.15, 0.3, 0.45)]
     r_D = _axis_sweep(ctx, flat_D, "scaling-Delta", "(c) T against Delta", "features.path", paths,
                       lambda v: f"Delta-{Path(v).stem}")
     Ks = [2, 3, 4, 6, 8]
