@@ -23,17 +23,17 @@ from .config import Config, load_config, validate_config
 from .engines import build_engine
 from .errors import UserInputError
 from .problem import build_problem
-from .recorder import Recorder, metrics_frame
+from .recorder import Recorder, metrics_frame, metrics_table
 from .store import (
     CONFIG_FILE,
     METRICS_FILE,
     SUMMARY_FILE,
     atomic_write_json,
-    atomic_write_parquet,
     atomic_write_text,
     prepare_run_dir,
     read_metrics_table,
     read_summary,
+    write_run_files,
 )
 from .theory import theory_of
 from .train import ProgressFn, train
@@ -136,9 +136,14 @@ def run(
         "error": outcome.error,
     }
     if run_dir is not None:
-        atomic_write_parquet(run_dir / METRICS_FILE, table)
-        atomic_write_json(run_dir / SUMMARY_FILE, summary)
+        write_run_files(run_dir, cfg.to_yaml(), table, summary)
     return Run(cfg, summary, metrics_frame(table), run_dir)
+
+
+def write_run(run: Run, path: str | Path) -> Path:
+    """Write a Run (e.g. from ``run(cfg, write=False)``) as a run directory: the same three files,
+    written atomically by the same code as ``run``. Returns the directory."""
+    return write_run_files(path, run.config.to_yaml(), metrics_table(run.metrics), run.summary)
 
 
 def load_run(path: str | Path) -> Run:

@@ -93,3 +93,9 @@ def metrics_frame(table: pa.Table) -> pd.DataFrame:
     df = table.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
     df["step"] = df["step"].astype("int64")
     return df
+
+
+def metrics_table(frame: pd.DataFrame) -> pa.Table:
+    """The inverse of ``metrics_frame``: a tidy DataFrame back to an arrow table with ``SCHEMA``."""
+    table = pa.Table.from_pandas(frame[SCHEMA.names], schema=SCHEMA, preserve_index=False)
+    return table.replace_schema_metadata(None)

@@ -54,10 +54,27 @@ def atomic_write_json(path: Path, data: dict) -> None:
     atomic_write_text(path, json.dumps(_jsonable(data), indent=2, allow_nan=False) + "\n")
 
 
-def atomic_write_parquet(path: Path, table: pa.Table) -> None:
+def parquet_bytes(table: pa.Table) -> bytes:
+    """A table as the bytes of a parquet file (what ``metrics.parquet`` holds)."""
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
-    atomic_write_bytes(path, sink.getvalue().to_pybytes())
+    return sink.getvalue().to_pybytes()
+
+
+def atomic_write_parquet(path: Path, table: pa.Table | bytes) -> None:
+    """Write a table, or the bytes of an already-encoded parquet file, atomically."""
+    atomic_write_bytes(path, table if isinstance(table, bytes) else parquet_bytes(table))
+
+
+def write_run_files(run_dir: str | Path, config_yaml: str, metrics: pa.Table | bytes, summary: dict) -> Path:
+    """Write a finished run's three files into ``run_dir`` (created if missing), each atomically.
+    ``summary.json`` goes last, so a summary with a final status means the other two are complete."""
+    path = Path(run_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path / CONFIG_FILE, config_yaml)
+    atomic_write_parquet(path / METRICS_FILE, metrics)
+    atomic_write_json(path / SUMMARY_FILE, summary)
+    return path
 
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")

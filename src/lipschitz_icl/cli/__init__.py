@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from .run import run_command
+from .sweep import sweep_app
 
 app = typer.Typer(
     name="lipschitz-icl",
@@ -24,6 +25,7 @@ def _root() -> None:
 
 
 app.command("run")(run_command)
+app.add_typer(sweep_app, name="sweep")
 
 
 def main() -> None:
