@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import multiprocessing
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -61,14 +62,6 @@ def execute_config(data: dict[str, Any]) -> dict[str, Any]:
     return {"summary": summary, "metrics": metrics, "elapsed_s": time.perf_counter() - start}
 
 
-def _dask_task(data: dict[str, Any]) -> dict[str, Any]:
-    import torch
-
-    if torch.get_num_threads() != 1:
-        torch.set_num_threads(1)  # one single-threaded worker per core
-    return execute_config(data)
-
-
 def failed_summary(data: dict[str, Any], error: str) -> dict[str, Any]:
     return {"status": "failed", "error": error, "seed": data.get("seed"), "versions": versions()}
 
@@ -86,10 +79,26 @@ def _run_in_process(todo: Sequence[Point], on_result: OnResult) -> None:
             raise KeyboardInterrupt
 
 
+def _start_method() -> str:
+    """How the embedded cluster starts its worker processes: forked from a fork server that has
+    imported the worker's code once (torch included), where the platform has one; else spawn."""
+    import dask
+    from distributed.utils import get_mp_context
+
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return "spawn"
+    with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
+        ctx = get_mp_context()  # sets distributed's own preload list (once per process)
+    # no effect if this process's fork server already runs (then it only lacks the warm imports)
+    ctx.set_forkserver_preload(["distributed", "lipschitz_icl.sweep.worker"])
+    return "forkserver"
+
+
 @contextlib.contextmanager
 def dask_client(workers: int, scheduler: str | None) -> Iterator[Any]:
     """A ``distributed.Client``: to ``scheduler`` if given, else to an embedded LocalCluster with
     ``workers`` single-threaded worker processes. Closed (cluster included) on exit."""
+    import dask
     from distributed import Client, LocalCluster
 
     cluster = None
@@ -100,13 +109,14 @@ def dask_client(workers: int, scheduler: str | None) -> Iterator[Any]:
             except (OSError, TimeoutError, ValueError) as e:
                 raise UserInputError(f"--scheduler {scheduler}: cannot connect ({e})") from None
         else:
-            cluster = LocalCluster(
-                n_workers=workers,
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=None,
-                silence_logs=logging.ERROR,
-            )
+            with dask.config.set({"distributed.worker.multiprocessing-method": _start_method()}):
+                cluster = LocalCluster(
+                    n_workers=workers,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    silence_logs=logging.ERROR,
+                )
             client = Client(cluster)
         try:
             yield client
@@ -120,6 +130,8 @@ def dask_client(workers: int, scheduler: str | None) -> Iterator[Any]:
 def _run_on_dask(todo: Sequence[Point], on_result: OnResult, workers: int, scheduler: str | None) -> None:
     from distributed import as_completed
 
+    from .worker import run_task
+
     with dask_client(workers, scheduler) as client:
         slots = sum(client.nthreads().values()) or workers
         window = max(64, 4 * slots)  # tasks in flight: bounds the scheduler's and the driver's memory
@@ -129,7 +141,7 @@ def _run_on_dask(todo: Sequence[Point], on_result: OnResult, workers: int, sched
 
         def submit(points: Iterator[Point]) -> None:
             for point in points:
-                future = client.submit(_dask_task, point.config.model_dump(mode="json"), pure=False)
+                future = client.submit(run_task, point.config.model_dump(mode="json"), pure=False)
                 pending[future] = point
                 completed.add(future)
 
