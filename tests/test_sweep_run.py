@@ -118,3 +118,19 @@ def test_run_configs_keeps_the_given_order_and_labels(tmp_path):
     assert list(rows["case"]) == ["a", "b", "d"]
     assert list(rows["axes"].map(json.loads)) == [{"case": "a"}, {"case": "b"}, {"case": "d"}]
     assert len(load_index(tmp_path)) == 3
+
+
+def test_scheduler_address_runs_on_an_existing_cluster_and_records_failures(tmp_path):
+    from distributed import LocalCluster
+
+    spec = small_spec(zip={"task.kind": ["linear", "test_broken"]}, seeds=2)
+    spec["base"] = {**SMALL, "plugins": ["plugin_task"], "task": {"kernel_samples": 64}}
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        progress = Calls()
+        rows = run_sweep(spec, tmp_path, scheduler=cluster.scheduler_address, progress=progress)
+    assert progress.calls[-1] == (2, 2, 4)
+    broken = rows[rows["task.kind"] == "test_broken"]
+    assert list(broken["status"]) == ["failed", "failed"]
+    assert broken["error"].str.contains("TaskEvaluationError").all()
+    reference = run_sweep(spec, tmp_path / "in-process", workers=1)  # the same numbers without Dask
+    pd.testing.assert_series_equal(rows["final_loss"], reference["final_loss"])

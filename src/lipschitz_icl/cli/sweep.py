@@ -60,9 +60,10 @@ def run_command(
 ) -> None:
     """Run every point of SPEC that has no finished row in the sweep directory's index.
 
-    Writes DIR/sweep.yaml (the spec, base inlined), DIR/runs/<name>/ (one run directory each)
-    and DIR/index.sqlite (one row per run). Run it again to resume after a crash or Ctrl-C.
-    Exit code 0 when every run finished, 1 if some failed (recorded), 130 if interrupted,
+    Writes DIR/sweep.yaml (the spec, base inlined), DIR/runs/<name>/ (one run directory each) and DIR/index.sqlite
+    (one row per run). Run it again to resume after a crash, Ctrl-C or kill.
+
+    Exit code 0 when every run finished, 1 if some failed (recorded, see `sweep status`), 130 if interrupted,
     2 for bad input.
     """
     with user_errors():
