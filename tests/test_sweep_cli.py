@@ -144,3 +144,25 @@ def test_sigkill_halfway_then_rerun_matches_an_uninterrupted_sweep(tmp_path):
         pd.testing.assert_frame_equal(pd.read_parquet(killed / "runs" / name / METRICS_FILE),
                                       pd.read_parquet(tmp_path / "ref" / "runs" / name / METRICS_FILE))
     assert len(load_index(killed)) == total
+
+
+def test_ctrl_c_exits_130_and_the_sweep_resumes(tmp_path):
+    spec = write_spec(tmp_path / "c.yaml", grid={"task.L": [1, 2]}, seeds=2)
+    data = yaml.safe_load(spec.read_text())
+    data["base"]["train"]["steps"] = 200
+    spec.write_text(yaml.safe_dump(data))
+    out = tmp_path / "o"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    cmd = [sys.executable, "-m", "lipschitz_icl", "sweep", str(spec), "--workers", "1", "--out", str(out)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while _finished_rows(out / "index.sqlite") < 1:
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 130
+    assert "run the same command to resume" in proc.stderr.read().decode()
+    before = load_index(out)
+    assert set(before["status"]) & {"pending", "interrupted"}  # stopped before the end
+    rows = run_sweep(spec, out, workers=1)
+    assert len(rows) == 4 and set(rows["status"]) <= {"budget", "converged"}

@@ -85,7 +85,8 @@ def run_command(
             try:
                 rows = run_sweep(sweep, target, workers, scheduler, retry_failed, force, progress)
             except KeyboardInterrupt:
-                err.print(f"[yellow]interrupted:[/] finished runs are kept in {target}; run the same command to resume")
+                err.print(f"[yellow]interrupted:[/] finished runs are kept in {target}; run the same command to resume",
+                          soft_wrap=True)
                 raise typer.Exit(130) from None
             except OSError as e:
                 fail(f"cannot write the sweep: {e}", 1)
@@ -97,11 +98,12 @@ def run_command(
         f"sweep {sweep.name}: {len(rows)} runs ({shown}); ran {todo}, skipped {skipped} already done; "
         f"{elapsed:.1f} s. Results: {target}",
         highlight=False,
+        soft_wrap=True,
     )
     failed_now = int((rows["status"] == "failed").sum())
     if failed_now:
         err.print(f"[red]{failed_now} runs failed[/]: `lipschitz-icl sweep status {target}` lists their errors; "
-                  "--retry-failed reruns them")
+                  "--retry-failed reruns them", soft_wrap=True)
         raise typer.Exit(1)
 
 
@@ -121,7 +123,7 @@ def status_command(sweep_dir: Path = typer.Argument(..., help="A sweep directory
     out.print(f"compute time of the recorded runs: {wall:.1f} s", highlight=False)
     failed = rows[rows["status"] == "failed"]
     for _, row in failed.head(20).iterrows():
-        out.print(f"[red]failed[/] {row['name']}: {row['error']}", highlight=False)
+        out.print(f"[red]failed[/] {row['name']}: {row['error']}", highlight=False, soft_wrap=True)
     if len(failed) > 20:
         out.print(f"... and {len(failed) - 20} more failed runs", highlight=False)
 

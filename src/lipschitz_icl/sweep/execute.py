@@ -118,6 +118,9 @@ def dask_client(workers: int, scheduler: str | None) -> Iterator[Any]:
                     silence_logs=logging.ERROR,
                 )
             client = Client(cluster)
+            from .worker import ignore_sigint
+
+            client.run(ignore_sigint)
         try:
             yield client
         finally:

@@ -17,3 +17,14 @@ def run_task(data: dict[str, Any]) -> dict[str, Any]:
     if torch.get_num_threads() != 1:
         torch.set_num_threads(1)
     return execute_config(data)
+
+
+def ignore_sigint() -> None:
+    """For the embedded cluster's workers: Ctrl-C in the terminal reaches the whole process group;
+    the driver handles it and closes the cluster, so the workers need not (nor print tracebacks)."""
+    import signal
+
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the worker's main thread: leave it
+        pass
