@@ -90,7 +90,7 @@ def _start_method() -> str:
     with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
         ctx = get_mp_context()  # sets distributed's own preload list (once per process)
     # no effect if this process's fork server already runs (then it only lacks the warm imports)
-    ctx.set_forkserver_preload(["distributed", "lipschitz_icl.sweep.worker"])
+    ctx.set_forkserver_preload(["distributed", "lipschitz_icl.sweep.preload"])
     return "forkserver"
 
 

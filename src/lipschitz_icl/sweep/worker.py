@@ -1,13 +1,10 @@
-"""What a Dask worker runs. Importing this module warms a worker up: torch, the package, and
-``torch._dynamo`` (which the first ``torch.optim`` optimizer of a process imports, ~2 s), so
-the embedded cluster preloads it once in its fork server instead of once per worker."""
+"""What a Dask worker runs for a sweep (functions the driver submits by reference)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import torch
-import torch._dynamo  # noqa: F401 - imported lazily by torch.optim otherwise: see the docstring
 
 from .execute import execute_config
 
