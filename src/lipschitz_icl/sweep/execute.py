@@ -9,6 +9,8 @@ running it again picks up the runs whose rows are not finished.
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import contextlib
 import itertools
 import logging
@@ -71,12 +73,16 @@ def failed_summary(data: dict[str, Any], error: str) -> dict[str, Any]:
 OnResult = Callable[[Point, dict[str, Any]], None]
 
 
+def _run_one_in_process(point: Point, on_result: OnResult) -> None:
+    result = execute_config(point.config.model_dump(mode="json"))
+    on_result(point, result)
+    if result["summary"].get("status") == "interrupted":  # Ctrl-C inside the training loop
+        raise KeyboardInterrupt
+
+
 def _run_in_process(todo: Sequence[Point], on_result: OnResult) -> None:
     for point in todo:
-        result = execute_config(point.config.model_dump(mode="json"))
-        on_result(point, result)
-        if result["summary"].get("status") == "interrupted":  # Ctrl-C inside the training loop
-            raise KeyboardInterrupt
+        _run_one_in_process(point, on_result)
 
 
 def _start_method() -> str:
@@ -94,72 +100,120 @@ def _start_method() -> str:
     return "forkserver"
 
 
-@contextlib.contextmanager
-def dask_client(workers: int, scheduler: str | None) -> Iterator[Any]:
-    """A ``distributed.Client``: to ``scheduler`` if given, else to an embedded LocalCluster with
-    ``workers`` single-threaded worker processes. Closed (cluster included) on exit."""
+def open_client(workers: int, scheduler: str | None) -> tuple[Any, Any]:
+    """``(client, cluster)``: a ``distributed.Client`` to ``scheduler`` (cluster None), or to a new
+    embedded LocalCluster of ``workers`` single-threaded worker processes. Close with ``close_client``."""
     import dask
     from distributed import Client, LocalCluster
 
-    cluster = None
-    try:
-        if scheduler is not None:
-            try:
-                client = Client(scheduler, timeout="20s")
-            except (OSError, TimeoutError, ValueError) as e:
-                raise UserInputError(f"--scheduler {scheduler}: cannot connect ({e})") from None
-        else:
-            with dask.config.set({"distributed.worker.multiprocessing-method": _start_method()}):
-                cluster = LocalCluster(
-                    n_workers=workers,
-                    threads_per_worker=1,
-                    processes=True,
-                    dashboard_address=None,
-                    silence_logs=logging.ERROR,
-                )
-            client = Client(cluster)
-            from .worker import ignore_sigint
-
-            client.run(ignore_sigint)
+    if scheduler is not None:
         try:
-            yield client
-        finally:
-            client.close()
+            return Client(scheduler, timeout="20s"), None
+        except (OSError, TimeoutError, ValueError) as e:
+            raise UserInputError(f"--scheduler {scheduler}: cannot connect ({e})") from None
+    with dask.config.set({"distributed.worker.multiprocessing-method": _start_method()}):
+        cluster = LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        )
+    try:
+        client = Client(cluster)
+        from .worker import ignore_sigint
+
+        client.run(ignore_sigint)
+    except BaseException:
+        cluster.close()
+        raise
+    return client, cluster
+
+
+def close_client(client: Any, cluster: Any) -> None:
+    try:
+        client.close()
     finally:
         if cluster is not None:
             cluster.close()
 
 
+@contextlib.contextmanager
+def dask_client(workers: int, scheduler: str | None) -> Iterator[Any]:
+    """``open_client`` as a context manager that yields the client."""
+    client, cluster = open_client(workers, scheduler)
+    try:
+        yield client
+    finally:
+        close_client(client, cluster)
+
+
+@contextlib.contextmanager
+def _single_threaded_torch() -> Iterator[None]:
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def _run_on_dask(todo: Sequence[Point], on_result: OnResult, workers: int, scheduler: str | None) -> None:
+    """Run ``todo`` on Dask. An embedded cluster takes seconds to start (its fork server imports
+    torch): meanwhile the driver runs points itself, on the core the start-up leaves free."""
+    queue = collections.deque(todo)
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="lipschitz-icl-dask-start")
+    starting = pool.submit(open_client, workers, scheduler)
+    pool.shutdown(wait=False)
+    try:
+        if scheduler is None:
+            with _single_threaded_torch():
+                while queue and not starting.done():
+                    _run_one_in_process(queue.popleft(), on_result)
+        if not queue:  # all done before the cluster was up: close it once it is
+            starting.add_done_callback(lambda f: f.exception() is None and close_client(*f.result()))
+            return
+        client, cluster = starting.result()
+    except BaseException:
+        starting.add_done_callback(lambda f: f.exception() is None and close_client(*f.result()))
+        raise
+    try:
+        _submit_and_collect(client, queue, on_result, workers)
+    finally:
+        close_client(client, cluster)
+
+
+def _submit_and_collect(client: Any, queue: collections.deque[Point], on_result: OnResult, workers: int) -> None:
     from distributed import as_completed
 
     from .worker import run_task
 
-    with dask_client(workers, scheduler) as client:
-        slots = sum(client.nthreads().values()) or workers
-        window = max(64, 4 * slots)  # tasks in flight: bounds the scheduler's and the driver's memory
-        queue = iter(todo)
-        pending: dict[Any, Point] = {}
-        completed = as_completed()
+    slots = sum(client.nthreads().values()) or workers
+    window = max(64, 4 * slots)  # tasks in flight: bounds the scheduler's and the driver's memory
+    pending: dict[Any, Point] = {}
+    completed = as_completed()
 
-        def submit(points: Iterator[Point]) -> None:
-            for point in points:
-                future = client.submit(run_task, point.config.model_dump(mode="json"), pure=False)
-                pending[future] = point
-                completed.add(future)
+    def submit(n: int) -> None:
+        for _ in range(min(n, len(queue))):
+            point = queue.popleft()
+            future = client.submit(run_task, point.config.model_dump(mode="json"), pure=False)
+            pending[future] = point
+            completed.add(future)
 
-        submit(itertools.islice(queue, window))
-        for future in completed:
-            point = pending.pop(future)
-            try:
-                result = future.result()
-            except Exception as e:  # noqa: BLE001 - a lost worker (KilledWorker), a transfer error
-                data = point.config.model_dump(mode="json")
-                result = {"summary": failed_summary(data, f"{type(e).__name__}: {e}"), "metrics": None,
-                          "elapsed_s": None}
-            future.release()
-            on_result(point, result)
-            submit(itertools.islice(queue, 1))
+    submit(window)
+    for future in completed:
+        point = pending.pop(future)
+        try:
+            result = future.result()
+        except Exception as e:  # noqa: BLE001 - a lost worker (KilledWorker), a transfer error
+            data = point.config.model_dump(mode="json")
+            result = {"summary": failed_summary(data, f"{type(e).__name__}: {e}"), "metrics": None,
+                      "elapsed_s": None}
+        future.release()
+        on_result(point, result)
+        submit(1)
 
 
 # --------------------------------------------------------------------------- the driver
