@@ -10,8 +10,10 @@ Figures (docs/PERFORMANCE.md, "Sweeps"):
   worker-seconds each run costs beyond its own computation (target <= 0.2 s);
 - ``run_slowdown``: mean time of a run on a worker with 2 workers / with 1 (1.0 on idle cores;
   about 2 when other processes leave the sweep one core's worth), and ``worker_busy``: the share
-  of the workers' wall time spent inside runs. On a shared machine these two tell contention
-  from the engine's own cost.
+  of the workers' wall time spent inside runs; ``idle_per_run_2_s`` = (2 sweep_2_s - time inside
+  runs) / n, the engine's own cost per run in worker-seconds (start-up, scheduling, transfers,
+  idle slots), which other processes on the machine barely change. On a shared machine these
+  tell contention apart from the engine's cost.
 """
 
 from __future__ import annotations
@@ -86,6 +88,9 @@ def bench_sweep(quick: bool = False, workers: int = 2) -> dict[str, Any]:
         "run_slowdown": round(in_runs_n / in_runs_1, 2),
         # the share of the workers' time spent inside runs (start-up, scheduling, idling excluded)
         "worker_busy": round(in_runs_n / (workers * many), 2),
+        # the engine's own cost per run, whatever the machine's load: worker-seconds not spent in runs
+        f"idle_per_run_{workers}_s": round((workers * many - in_runs_n) / n, 4),
+        "idle_per_run_1_s": round((one - in_runs_1) / n, 4),
         "load_avg_1min": round(load[0], 2),
         "python": platform.python_version(),
         "torch": torch.__version__,

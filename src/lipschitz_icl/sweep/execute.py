@@ -81,8 +81,9 @@ def _run_one_in_process(point: Point, on_result: OnResult) -> None:
 
 
 def _run_in_process(todo: Sequence[Point], on_result: OnResult) -> None:
-    for point in todo:
-        _run_one_in_process(point, on_result)
+    with _single_threaded_torch():  # as on the workers: same numbers, and no threads fighting for cores
+        for point in todo:
+            _run_one_in_process(point, on_result)
 
 
 def _start_method() -> str:
