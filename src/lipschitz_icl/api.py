@@ -28,16 +28,15 @@ from .recorder import Recorder, metrics_frame, metrics_table
 from .store import (
     CONFIG_FILE,
     METRICS_FILE,
-    PARAMS_FILE,
     SUMMARY_FILE,
     atomic_write_json,
-    atomic_write_params,
-    atomic_write_parquet,
     atomic_write_text,
     deferred_signals,
     prepare_run_dir,
     read_metrics_table,
     read_summary,
+    write_results,
+    write_run_files,
 )
 from .theory import Theory, theory_of
 from .train import ProgressFn, TrainOutcome, interrupted_outcome, train
@@ -141,13 +140,8 @@ def _finish(cfg: Config, problem, theory, recorder: Recorder, outcome, run_dir: 
 def write_run(run: Run, path: str | Path) -> Path:
     """Write a Run made with ``write=False`` (or by ``batch.run_many``) as a run directory, with
     the same files and the same atomic writers as ``run``. Sets and returns ``run.dir``."""
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    with deferred_signals():
-        atomic_write_text(path / CONFIG_FILE, run.config.to_yaml())
-        write_results(path, metrics_table(run.metrics), run.summary, run.params)
-    run.dir = path
-    return path
+    run.dir = write_run_files(path, run.config.to_yaml(), metrics_table(run.metrics), run.summary, run.params)
+    return run.dir
 
 
 def prepare(cfg: Config) -> tuple[Problem, Engine, Theory]:
@@ -183,27 +177,6 @@ def make_summary(cfg: Config, problem: Problem, theory: Theory, outcome: TrainOu
     }
 
 
-def write_results(run_dir: Path, table, summary: dict[str, Any], params: dict | None = None) -> None:
-    """metrics.parquet, params.pt (the trained parameters, when given) then summary.json, each
-    atomic, with Ctrl-C held back until all are written.
-
-    If metrics.parquet or params.pt cannot be written (disk full, say), summary.json is still
-    attempted with status ``failed`` and the reason, and the OSError is raised."""
-    with deferred_signals():
-        name = METRICS_FILE
-        try:
-            atomic_write_parquet(run_dir / METRICS_FILE, table)
-            if params is not None:
-                name = PARAMS_FILE
-                atomic_write_params(run_dir / PARAMS_FILE, params)
-        except OSError as e:
-            failed = {**summary, "status": "failed", "error": f"cannot write {name}: {e.strerror or e}"}
-            with contextlib.suppress(OSError):
-                atomic_write_json(run_dir / SUMMARY_FILE, failed)
-            raise
-        atomic_write_json(run_dir / SUMMARY_FILE, summary)
-
-
 def _remove_started(run_dir: Path, existed: bool) -> None:
     """Undo a run directory whose first files could not be written (nothing half-done is left)."""
     for name in (CONFIG_FILE, SUMMARY_FILE):
@@ -212,6 +185,7 @@ def _remove_started(run_dir: Path, existed: bool) -> None:
     if not existed:
         with contextlib.suppress(OSError):
             run_dir.rmdir()
+
 
 
 def load_run(path: str | Path) -> Run:

@@ -152,13 +152,14 @@ def _as_array(x: torch.Tensor | np.ndarray) -> np.ndarray:
     return np.array(x, dtype=np.float64)  # a copy
 
 
-def metrics_table(frame: pd.DataFrame) -> pa.Table:
-    """The tidy DataFrame back as an Arrow table with the metrics schema."""
-    return pa.Table.from_pandas(frame[SCHEMA.names], schema=SCHEMA, preserve_index=False)
-
-
 def metrics_frame(table: pa.Table) -> pd.DataFrame:
     """The tidy table as pandas, with nullable integer k and n."""
     df = table.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
     df["step"] = df["step"].astype("int64")
     return df
+
+
+def metrics_table(frame: pd.DataFrame) -> pa.Table:
+    """The inverse of ``metrics_frame``: a tidy DataFrame back to an arrow table with ``SCHEMA``."""
+    table = pa.Table.from_pandas(frame[SCHEMA.names], schema=SCHEMA, preserve_index=False)
+    return table.replace_schema_metadata(None)

@@ -119,10 +119,51 @@ def atomic_write_npy(path: Path, array) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
-def atomic_write_parquet(path: Path, table: pa.Table) -> None:
+def parquet_bytes(table: pa.Table) -> bytes:
+    """A table as the bytes of a parquet file (what ``metrics.parquet`` holds)."""
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
-    atomic_write_bytes(path, sink.getvalue().to_pybytes())
+    return sink.getvalue().to_pybytes()
+
+
+def atomic_write_parquet(path: Path, table: pa.Table | bytes) -> None:
+    """Write a table, or the bytes of an already-encoded parquet file, atomically."""
+    atomic_write_bytes(path, table if isinstance(table, bytes) else parquet_bytes(table))
+
+
+def write_run_files(
+    run_dir: str | Path, config_yaml: str, metrics: pa.Table | bytes, summary: dict, params: dict | None = None
+) -> Path:
+    """Write a finished run into ``run_dir`` (created if missing): config.yaml, then
+    ``write_results``. Returns the directory."""
+    path = Path(run_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    with deferred_signals():
+        atomic_write_text(path / CONFIG_FILE, config_yaml)
+        write_results(path, metrics, summary, params)
+    return path
+
+
+def write_results(run_dir: Path, metrics: pa.Table | bytes, summary: dict, params: dict | None = None) -> None:
+    """metrics.parquet, params.pt (the trained parameters, when given) then summary.json, each
+    atomic, with Ctrl-C held back until all are written; a summary with a final status therefore
+    means the other files are complete.
+
+    If metrics.parquet or params.pt cannot be written (disk full, say), summary.json is still
+    attempted with status ``failed`` and the reason, and the OSError is raised."""
+    with deferred_signals():
+        name = METRICS_FILE
+        try:
+            atomic_write_parquet(run_dir / METRICS_FILE, metrics)
+            if params is not None:
+                name = PARAMS_FILE
+                atomic_write_params(run_dir / PARAMS_FILE, params)
+        except OSError as e:
+            failed = {**summary, "status": "failed", "error": f"cannot write {name}: {e.strerror or e}"}
+            with contextlib.suppress(OSError):
+                atomic_write_json(run_dir / SUMMARY_FILE, failed)
+            raise
+        atomic_write_json(run_dir / SUMMARY_FILE, summary)
 
 
 def atomic_write_params(path: Path, state: dict[str, torch.Tensor]) -> None:

@@ -9,6 +9,7 @@ from .bench import bench_command
 from .evaluate import evaluate_command
 from .reproduce import reproduce_command
 from .run import run_command
+from .sweep import sweep_app
 from .theory import theory_command
 
 app = typer.Typer(
@@ -31,6 +32,7 @@ def _root() -> None:
 app.command("run")(run_command)
 app.command("theory")(theory_command)
 app.command("analyze")(analyze_command)
+app.add_typer(sweep_app, name="sweep")
 app.command("reproduce")(reproduce_command)
 app.command("evaluate")(evaluate_command)
 app.command("bench")(bench_command)

@@ -14,7 +14,14 @@ import click
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from ..errors import TaskEvaluationError, UserInputError
 
@@ -65,13 +72,19 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
-def progress_bar(transient: bool = True) -> Progress:
-    return Progress(
+def progress_bar(transient: bool = True, eta: bool = False) -> Progress:
+    """A progress bar on stderr (hidden when stderr is not a terminal); ``eta`` adds the time left."""
+    columns = [
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("{task.fields[info]}"),
         TimeElapsedColumn(),
+    ]
+    if eta:
+        columns += [TextColumn("eta"), TimeRemainingColumn()]
+    return Progress(
+        *columns,
         console=err,
         transient=transient,
         disable=not err.is_terminal and not _force_progress(),

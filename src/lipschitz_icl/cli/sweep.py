@@ -1,0 +1,176 @@
+"""``lipschitz-icl sweep``: run a sweep spec (``sweep SPEC.yaml`` or ``sweep run SPEC.yaml``),
+show a sweep directory's progress (``sweep status DIR``) and its index (``sweep table DIR``)."""
+
+from __future__ import annotations
+
+import io
+import math
+import time
+from enum import StrEnum
+from pathlib import Path
+
+import click
+import pandas as pd
+import typer
+from rich.table import Table
+from typer.core import TyperGroup
+
+from ..errors import UserInputError
+from ..store import atomic_write_bytes, atomic_write_text
+from ..sweep import is_running, load_index, load_sweep, run_sweep
+from .common import err, fail, out, progress_bar, sigterm_as_interrupt, user_errors
+
+
+class _RunByDefault(TyperGroup):
+    """``sweep SPEC.yaml ...`` means ``sweep run SPEC.yaml ...``."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+sweep_app = typer.Typer(
+    cls=_RunByDefault,
+    no_args_is_help=True,
+    add_completion=False,
+    help="Run many configs from a sweep spec (grid, zip, seeds) on Dask; resumable; indexed in SQLite.\n\n"
+    "`lipschitz-icl sweep SPEC.yaml` is short for `lipschitz-icl sweep run SPEC.yaml`.",
+)
+
+
+class TableFormat(StrEnum):
+    markdown = "markdown"
+    csv = "csv"
+    parquet = "parquet"
+
+
+# the columns `sweep table` shows in markdown (csv and parquet get every column)
+SHOWN = ["name", "status", "steps", "final_loss", "min_attn", "T_1", "T_eps", "L_star", "regime", "wall_s"]
+
+
+@sweep_app.command("run")
+def run_command(
+    spec: Path = typer.Argument(..., help="Sweep spec (YAML): base config plus grid / zip / seeds axes."),
+    workers: int = typer.Option(None, "--workers", "-w", help="Worker processes (default: one per core; 1: no Dask)."),
+    scheduler: str = typer.Option(None, "--scheduler", help="Address of a running Dask scheduler (tcp://host:8786)."),
+    out_dir: Path = typer.Option(None, "--out", "-o", help="Sweep directory (default: sweeps/<spec name>)."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="Rerun runs whose row says failed."),
+    force: bool = typer.Option(False, "--force", help="Rerun every run, finished or not."),
+) -> None:
+    """Run every point of SPEC that has no finished row in the sweep directory's index.
+
+    Writes DIR/sweep.yaml (the spec, base inlined), DIR/runs/<name>/ (one run directory each) and DIR/index.sqlite
+    (one row per run). Run it again to resume after a crash, Ctrl-C or kill.
+
+    Exit code 0 when every run finished, 1 if some failed (recorded, see `sweep status`), 130 if interrupted,
+    2 for bad input.
+    """
+    with user_errors():
+        if scheduler is not None and workers is not None:
+            raise UserInputError("--workers and --scheduler: give one or the other")
+        sweep = load_sweep(spec)
+        target = out_dir if out_dir is not None else Path("sweeps") / sweep.name
+        start = time.perf_counter()
+        with progress_bar(transient=False, eta=True) as bar, sigterm_as_interrupt():
+            task = bar.add_task(f"sweep {sweep.name}", total=None, info="")
+            todo = 0
+
+            def progress(done: int, failed: int, total: int) -> None:
+                nonlocal todo
+                todo = total
+                info = f"{done} done · {failed} failed · {total - done - failed} left"
+                bar.update(task, total=total, completed=done + failed, info=info)
+
+            try:
+                rows = run_sweep(sweep, target, workers, scheduler, retry_failed, force, progress)
+            except KeyboardInterrupt:
+                err.print(f"[yellow]interrupted:[/] finished runs are kept in {target}; run the same command to resume",
+                          soft_wrap=True)
+                raise typer.Exit(130) from None
+            except OSError as e:
+                fail(f"cannot write the sweep: {e}", 1)
+    elapsed = time.perf_counter() - start
+    counts = rows["status"].value_counts().to_dict()
+    shown = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    skipped = len(rows) - todo
+    out.print(
+        f"sweep {sweep.name}: {len(rows)} runs ({shown}); ran {todo}, skipped {skipped} already done; "
+        f"{elapsed:.1f} s. Results: {target}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    failed_now = int((rows["status"] == "failed").sum())
+    if failed_now:
+        err.print(f"[red]{failed_now} runs failed[/]: `lipschitz-icl sweep status {target}` lists their errors; "
+                  "--retry-failed reruns them", soft_wrap=True)
+        raise typer.Exit(1)
+
+
+@sweep_app.command("status")
+def status_command(sweep_dir: Path = typer.Argument(..., help="A sweep directory (holds index.sqlite).")) -> None:
+    """Count a sweep's runs by status and list the failed ones with their errors."""
+    with user_errors():
+        rows = load_index(sweep_dir)
+    table = Table(title=f"sweep {sweep_dir}" + (" (running)" if is_running(sweep_dir) else ""))
+    table.add_column("status")
+    table.add_column("runs", justify="right")
+    for status, n in rows["status"].value_counts().sort_index().items():
+        table.add_row(str(status), str(n))
+    table.add_row("[bold]total[/]", f"[bold]{len(rows)}[/]")
+    out.print(table)
+    wall = rows["elapsed_s"].sum(skipna=True)
+    out.print(f"compute time of the recorded runs: {wall:.1f} s", highlight=False)
+    failed = rows[rows["status"] == "failed"]
+    for _, row in failed.head(20).iterrows():
+        out.print(f"[red]failed[/] {row['name']}: {row['error']}", highlight=False, soft_wrap=True)
+    if len(failed) > 20:
+        out.print(f"... and {len(failed) - 20} more failed runs", highlight=False)
+
+
+def _cell(v: object) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    header = "| " + " | ".join(frame.columns) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    lines = ["| " + " | ".join(_cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([header, rule, *lines]) + "\n"
+
+
+def _shown_columns(frame: pd.DataFrame) -> list[str]:
+    axes = list(frame.attrs.get("axes", []))
+    cols = ["name", *axes, *[c for c in SHOWN[1:] if c not in axes]]
+    if frame["error"].notna().any():
+        cols.append("error")
+    return cols
+
+
+@sweep_app.command("table")
+def table_command(
+    sweep_dir: Path = typer.Argument(..., help="A sweep directory (holds index.sqlite)."),
+    fmt: TableFormat = typer.Option(TableFormat.markdown, "--format", "-f", help="markdown (a summary), csv, parquet."),
+    output: Path = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
+) -> None:
+    """Print or save a sweep's index: one row per run, its axis values and summary numbers.
+
+    markdown shows the main columns; csv and parquet hold every column of the index."""
+    with user_errors():
+        rows = load_index(sweep_dir)
+        if fmt is TableFormat.parquet:
+            if output is None:
+                raise UserInputError("--format parquet needs --output FILE")
+            buf = io.BytesIO()
+            rows.to_parquet(buf, index=False)
+            atomic_write_bytes(output, buf.getvalue())
+            return
+        text = rows.to_csv(index=False) if fmt is TableFormat.csv else markdown_table(rows[_shown_columns(rows)])
+        if output is not None:
+            atomic_write_text(output, text)
+        else:
+            out.print(text, end="", highlight=False, markup=False, soft_wrap=True)

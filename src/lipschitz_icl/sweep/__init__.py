@@ -1,0 +1,18 @@
+"""Sweeps: many runs from a spec (grid, zip, seeds), executed on Dask, indexed in SQLite.
+
+    >>> from lipschitz_icl.sweep import run_sweep, run_configs, load_index
+    >>> rows = run_sweep("configs/sweeps/l_sweep.yaml", out="sweeps/l_sweep", workers=2)
+    >>> rows[["task.L", "seed", "status", "T_eps"]]
+    >>> load_index("sweeps/l_sweep")          # the whole index, any time, even mid-sweep
+
+See docs/SWEEPS.md for the spec format, the store layout and the index schema.
+"""
+
+from .execute import default_workers, execute_config, is_running, run_configs, run_sweep
+from .index import FINISHED, INDEX_FILE, Index, load_index
+from .spec import Point, Sweep, SweepSpec, load_sweep, parse_range
+
+__all__ = [
+    "FINISHED", "INDEX_FILE", "Index", "Point", "Sweep", "SweepSpec", "default_workers", "execute_config",
+    "is_running", "load_index", "load_sweep", "parse_range", "run_configs", "run_sweep",
+]

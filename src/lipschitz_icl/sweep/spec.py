@@ -1,0 +1,294 @@
+"""Sweep specs: a base config plus axes, expanded into one validated Config per point.
+
+    name: l_sweep                      # optional; default: the spec file's stem
+    base: ../quickstart.yaml           # a config file (relative to the spec file) or an inline mapping
+    overrides: [train.steps=5000]      # optional key=value overrides applied to the base
+    grid:                              # cartesian product, first key outermost
+      task.L: logspace(-1, 1, 10)      # 10 values from 0.1 to 10
+      train.lr: [0.5, 1.0]
+    zip:                               # lock-step: equal-length lists, one point per position
+      features.K: [3, 5]
+      features.d: [3, 5]
+    seeds: 3                           # innermost axis: seed = base seed + 0, 1, 2 (or a list)
+
+Range strings are read by a small regular-expression parser (never ``eval``):
+``linspace(a, b, n)`` is n evenly spaced values from a to b; ``logspace(a, b, n)`` is 10**x for
+x in linspace(a, b, n), as in numpy.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ..api import default_run_name
+from ..config import Config, apply_overrides, read_yaml, validate_config
+from ..errors import ConfigError, UserInputError
+from ..store import safe_name
+
+MAX_POINTS = 1_000_000  # refuse specs that expand to more runs than this
+MAX_RANGE = 100_000  # at most this many values from one linspace/logspace
+
+_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_RANGE = re.compile(rf"^\s*(linspace|logspace)\(\s*({_NUM})\s*,\s*({_NUM})\s*,\s*(\d+)\s*\)\s*$")
+_AXIS_HELP = "expected a list of values or 'linspace(a, b, n)' / 'logspace(a, b, n)'"
+
+
+def parse_range(text: str) -> list[float]:
+    """``linspace(a, b, n)`` or ``logspace(a, b, n)`` -> the list of n values (12 significant digits)."""
+    m = _RANGE.match(text)
+    if m is None:
+        raise ValueError(f"{_AXIS_HELP} (got {text!r})")
+    kind, a, b, n = m.group(1), float(m.group(2)), float(m.group(3)), int(m.group(4))
+    if not 1 <= n <= MAX_RANGE:
+        raise ValueError(f"{kind}: n must be between 1 and {MAX_RANGE} (got {n})")
+    xs = [a] if n == 1 else [a + (b - a) * i / (n - 1) for i in range(n)]
+    if kind == "logspace":
+        if max(abs(a), abs(b)) > 300:
+            raise ValueError(f"logspace: exponents must be within [-300, 300] (got {a:g}, {b:g})")
+        xs = [10.0**x for x in xs]
+    return [float(f"{x:.12g}") for x in xs]  # drop float noise such as 0.30000000000000004
+
+
+def _axes_mapping(where: str, value: Any) -> dict[str, list[Any]]:
+    """``{dotted.key: values}`` with each value a non-empty list or a range string."""
+    if not isinstance(value, dict):
+        raise ConfigError(where, f"expected a mapping of config keys to values (got {type(value).__name__})")
+    out: dict[str, list[Any]] = {}
+    for key, values in value.items():
+        if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*", key):
+            raise ConfigError(f"{where}.{key}", "an axis must be a dotted config key such as task.L")
+        if isinstance(values, str):
+            try:
+                values = parse_range(values)
+            except ValueError as e:
+                raise ConfigError(f"{where}.{key}", str(e)) from None
+        if not isinstance(values, list):
+            raise ConfigError(f"{where}.{key}", f"{_AXIS_HELP} (got {type(values).__name__})")
+        if not values:
+            raise ConfigError(f"{where}.{key}", "lists no values")
+        out[key] = values
+    return out
+
+
+class SweepSpec(BaseModel):
+    """The validated YAML of a sweep spec (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(None, description="sweep name (default: the spec file's stem)")
+    base: Any = Field(default_factory=dict, description="config file (relative to the spec) or inline config")
+    overrides: list[str] = Field(default_factory=list, description="key=value overrides on the base")
+    grid: Any = Field(default_factory=dict, description="cartesian axes: {key: values}")
+    zip: Any = Field(default_factory=list, description="lock-step axes: {key: values} or a list of such groups")
+    seeds: Any = Field(None, description="n (seeds base+0..n-1) or a list of seeds")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", v):
+            raise ValueError("name may use letters, digits, '.', '_' and '-' (max 128)")
+        return v
+
+    @field_validator("base")
+    @classmethod
+    def _base(cls, v: Any) -> Any:
+        if not isinstance(v, str | dict):
+            raise ConfigError("base", f"expected a config file path or a mapping (got {type(v).__name__})")
+        return v
+
+    @field_validator("grid")
+    @classmethod
+    def _grid(cls, v: Any) -> dict[str, list[Any]]:
+        return _axes_mapping("grid", v or {})
+
+    @field_validator("zip")
+    @classmethod
+    def _zip(cls, v: Any) -> list[dict[str, list[Any]]]:
+        groups = v if isinstance(v, list) else [v] if v else []
+        where = "zip" if not isinstance(v, list) else "zip[{}]"
+        return [_axes_mapping(where.format(i), g) for i, g in enumerate(groups)]
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, v: Any) -> int | list[int] | None:
+        if v is None:
+            return None
+        if isinstance(v, int) and not isinstance(v, bool):
+            if not 1 <= v <= MAX_RANGE:
+                raise ConfigError("seeds", f"must be between 1 and {MAX_RANGE} (got {v})")
+            return v
+        if isinstance(v, list) and v and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in v):
+            return v
+        raise ConfigError("seeds", f"expected a count n >= 1 or a non-empty list of seeds >= 0 (got {v!r})")
+
+
+@dataclass
+class Point:
+    """One run of a sweep: its position, the axis values that define it, its config and run name."""
+
+    index: int
+    axes: dict[str, Any]
+    config: Config
+    name: str
+
+
+@dataclass
+class Sweep:
+    name: str
+    spec: SweepSpec
+    base: dict[str, Any]  # the base config as a mapping (file read, overrides applied)
+    points: list[Point] = field(default_factory=list)
+
+    def resolved_yaml(self) -> str:
+        """The spec with its base inlined: a self-contained copy for the sweep directory."""
+        data = self.spec.model_dump(mode="json", exclude_none=True)
+        data.update(name=self.name, base=self.base)
+        data.pop("overrides", None)
+        return yaml.safe_dump(data, sort_keys=False)
+
+
+def _spec_error(err: ValidationError) -> ConfigError:
+    first = err.errors()[0]
+    inner = (first.get("ctx") or {}).get("error")
+    if isinstance(inner, ConfigError):
+        return inner
+    loc = ".".join(str(p) for p in first["loc"])
+    msg = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        msg = f"unknown key (allowed: {', '.join(SweepSpec.model_fields)})"
+    elif first["type"] not in ("value_error",) and not isinstance(first.get("input"), dict | list):
+        msg += f" (got {first.get('input')!r})"
+    return ConfigError(loc or "spec", msg)
+
+
+def _yaml_value(value: Any) -> str:
+    """A value as YAML text that ``apply_overrides`` reads back unchanged."""
+    text = yaml.safe_dump(value, default_flow_style=True, width=1 << 30).strip()
+    text = text.removesuffix("...").strip()
+    if yaml.safe_load(text) != value:
+        raise ConfigError("spec", f"value {value!r} cannot be written as a config value")
+    return text
+
+
+def _describe(axes: dict[str, Any]) -> str:
+    parts = []
+    for key, value in axes.items():
+        short = key.rsplit(".", 1)[-1]
+        shown = f"{value:.4g}" if isinstance(value, float) else str(value)
+        parts.append(f"{short}{shown}")
+    return safe_name("-".join(parts))[:96]
+
+
+def run_name(axes: dict[str, Any], cfg: Config) -> str:
+    """A run directory name: the axis values, then 8 hex digits of the config hash (unique per run)."""
+    desc = _describe(axes)
+    if not desc:
+        return safe_name(f"{cfg.name}-{cfg.config_hash()[:8]}") if cfg.name else default_run_name(cfg)
+    return f"{desc}-{cfg.config_hash()[:8]}"
+
+
+def _axes(spec: SweepSpec, base_seed: int) -> list[list[dict[str, Any]]]:
+    """Each axis as a list of partial assignments; the points are their cartesian product."""
+    axes: list[list[dict[str, Any]]] = [[{key: v} for v in values] for key, values in spec.grid.items()]
+    seen = set(spec.grid)
+    for group in spec.zip:
+        lengths = {key: len(values) for key, values in group.items()}
+        if len(set(lengths.values())) > 1:
+            shown = ", ".join(f"{k}: {n}" for k, n in lengths.items())
+            raise ConfigError("zip", f"lists must have the same length (got {shown})")
+        for key in group:
+            if key in seen:
+                raise ConfigError(f"zip.{key}", "is already an axis (a key may appear in one axis only)")
+            seen.add(key)
+        n = next(iter(lengths.values()))
+        axes.append([{key: values[j] for key, values in group.items()} for j in range(n)])
+    if spec.seeds is not None:
+        if "seed" in seen:
+            raise ConfigError("seeds", "seed is also a grid/zip axis (use one or the other)")
+        seeds = list(range(base_seed, base_seed + spec.seeds)) if isinstance(spec.seeds, int) else spec.seeds
+        axes.append([{"seed": s} for s in seeds])
+    total = 1
+    for axis in axes:
+        total *= len(axis)
+    if total > MAX_POINTS:
+        raise ConfigError("spec", f"expands to {total} runs (at most {MAX_POINTS})")
+    return axes
+
+
+def _axis_group(spec: SweepSpec, key: str) -> str:
+    if key in spec.grid:
+        return "grid"
+    return "seeds" if key == "seed" and spec.seeds is not None else "zip"
+
+
+def expand(spec: SweepSpec, base: dict[str, Any]) -> list[Point]:
+    """Every point of the spec as a validated Config, in order (first grid key outermost, seeds
+    innermost). Points with the same config hash are kept once."""
+    base_cfg = validate_config(copy.deepcopy(base))
+    points: list[Point] = []
+    hashes: set[str] = set()
+    for combo in itertools.product(*_axes(spec, base_cfg.seed)):
+        axes = {k: v for part in combo for k, v in part.items()}
+        data = copy.deepcopy(base)
+        try:
+            cfg = validate_config(apply_overrides(data, [f"{k}={_yaml_value(v)}" for k, v in axes.items()]))
+        except UserInputError as e:
+            key = getattr(e, "field", None)
+            where = f"{_axis_group(spec, key)}.{key}" if key in axes else f"base.{key}" if key else "spec"
+            shown = ", ".join(f"{k}={v}" for k, v in axes.items())
+            message = getattr(e, "message", str(e))
+            raise ConfigError(where, f"{message} (at {shown})") from None
+        h = cfg.config_hash()
+        if h in hashes:
+            continue
+        hashes.add(h)
+        points.append(Point(len(points), axes, cfg, run_name(axes, cfg)))
+    return points
+
+
+def load_sweep(spec: str | Path | dict[str, Any], name: str | None = None) -> Sweep:
+    """Read and validate a spec (a YAML path or a mapping) and expand its points.
+
+    Errors are ``UserInputError`` with one line: the spec file, the field, what is wrong."""
+    where = ""
+    root = Path.cwd()
+    if isinstance(spec, str | Path):
+        where = f"{spec}: "
+        root = Path(spec).resolve().parent
+        name = name or Path(spec).stem
+        data = read_yaml(spec)
+    else:
+        data = spec
+    if not isinstance(data, dict):
+        raise UserInputError(f"{where}a sweep spec must be a mapping (base, grid, zip, seeds)")
+    try:
+        try:
+            parsed = SweepSpec.model_validate(data)
+        except ValidationError as e:
+            raise _spec_error(e) from None
+        if isinstance(parsed.base, str):
+            base_path = (root / parsed.base) if not Path(parsed.base).is_absolute() else Path(parsed.base)
+            if not base_path.is_file():
+                raise ConfigError("base", f"config file {parsed.base!r} not found (paths are relative to the spec)")
+            base = read_yaml(base_path) or {}
+            if not isinstance(base, dict):
+                raise ConfigError("base", f"{parsed.base} must hold a mapping of config keys")
+        else:
+            base = copy.deepcopy(parsed.base)
+        base = apply_overrides(base, parsed.overrides)
+        try:
+            validate_config(copy.deepcopy(base))
+        except ConfigError as e:
+            raise ConfigError(f"base.{e.field}", e.message) from None
+        points = expand(parsed, base)
+    except UserInputError as e:
+        raise UserInputError(f"{where}{e}") from None
+    return Sweep(parsed.name or name or "sweep", parsed, base, points)

@@ -1,0 +1,136 @@
+"""Running sweeps from Python: the store layout, the index, failures, skipping, --retry-failed, --force."""
+
+import json
+import shutil
+import sqlite3
+import subprocess
+
+import pandas as pd
+import pytest
+
+import lipschitz_icl as li
+from lipschitz_icl.store import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE
+from lipschitz_icl.sweep import load_index, run_configs, run_sweep
+
+SMALL = {"train": {"steps": 40, "log_every": 10}, "engine": {"draws": 32}, "eval": {"functions": 32}}
+
+
+def small_spec(**axes) -> dict:
+    return {"name": "t", "base": SMALL, **axes}
+
+
+class Calls:
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, done, failed, total):
+        self.calls.append((done, failed, total))
+
+
+def test_sweep_writes_run_dirs_and_an_index(tmp_path):
+    progress = Calls()
+    rows = run_sweep(small_spec(grid={"task.L": [1, 3]}, seeds=2), tmp_path / "s", workers=1, progress=progress)
+    assert progress.calls[0] == (0, 0, 4) and progress.calls[-1] == (4, 0, 4)
+    assert list(rows["task.L"]) == [1, 1, 3, 3] and list(rows["seed"]) == [0, 1, 0, 1]
+    assert set(rows["status"]) <= {"budget", "converged"}
+    assert sorted(p.name for p in (tmp_path / "s").iterdir() if not p.name.startswith(".")) == [
+        "index.sqlite", "runs", "sweep.yaml"]
+    for row in rows.itertuples():
+        run_dir = tmp_path / "s" / "runs" / row.name
+        assert sorted(p.name for p in run_dir.iterdir()) == [CONFIG_FILE, METRICS_FILE, SUMMARY_FILE]
+        run = li.load_run(run_dir)  # the same layout as `lipschitz-icl run`
+        assert run.summary["config_hash"] == row.config_hash == run.config.config_hash()
+        assert run.summary["final_loss"] == pytest.approx(row.final_loss, rel=1e-12)
+        assert run.summary["T_1"] == (None if pd.isna(row.T_1) else row.T_1)
+        assert run.config.task.L == row._3  # the task.L column
+        assert run.metrics.step.max() == row.steps
+    # the same run outside a sweep gives the same numbers
+    alone = li.run(li.load_run(rows.run_dir[3]).config, write=False)
+    assert alone.summary["final_loss"] == rows.final_loss[3]
+
+
+def test_rerun_does_no_work_and_force_reruns_all(tmp_path):
+    spec = small_spec(grid={"task.L": [1, 2]})
+    first = run_sweep(spec, tmp_path, workers=1)
+    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("*.*")}
+    progress = Calls()
+    again = run_sweep(spec, tmp_path, workers=1, progress=progress)
+    assert progress.calls == [(0, 0, 0)]
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("*.*")} == stamps
+    pd.testing.assert_frame_equal(first, again)
+    progress = Calls()
+    forced = run_sweep(spec, tmp_path, workers=1, force=True, progress=progress)
+    assert progress.calls[-1] == (2, 0, 2)
+    assert list(forced.final_loss) == list(first.final_loss)
+
+
+def test_a_growing_spec_runs_only_the_new_points(tmp_path):
+    run_sweep(small_spec(grid={"task.L": [1, 2]}), tmp_path, workers=1)
+    progress = Calls()
+    rows = run_sweep(small_spec(grid={"task.L": [1, 2, 4]}), tmp_path, workers=1, progress=progress)
+    assert progress.calls[-1] == (1, 0, 1)
+    assert list(rows["task.L"]) == [1, 2, 4]
+
+
+def test_a_failing_run_is_recorded_and_the_others_finish(tmp_path):
+    spec = small_spec(zip={"task.kind": ["linear", "test_broken", "test_tanh"]})
+    spec["base"] = {**SMALL, "plugins": ["plugin_task"], "task": {"kernel_samples": 64}}
+    progress = Calls()
+    rows = run_sweep(spec, tmp_path, workers=1, progress=progress).set_index("task.kind")
+    assert progress.calls[-1] == (2, 1, 3)
+    assert rows.loc["test_broken", "status"] == "failed"
+    assert "TaskEvaluationError" in rows.loc["test_broken", "error"]
+    assert "test_broken" in rows.loc["test_broken", "error"]
+    assert set(rows.loc[["linear", "test_tanh"], "status"]) <= {"budget", "converged"}
+    assert rows.loc[["linear", "test_tanh"], "error"].isna().all()
+    failed_dir = tmp_path / "runs" / rows.loc["test_broken", "name"]
+    summary = json.loads((failed_dir / SUMMARY_FILE).read_text())
+    assert summary["status"] == "failed" and "test_broken" in summary["error"]
+    # a failed row is skipped on a plain rerun and rerun with retry_failed
+    progress = Calls()
+    run_sweep(spec, tmp_path, workers=1, progress=progress)
+    assert progress.calls == [(0, 0, 0)]
+    progress = Calls()
+    run_sweep(spec, tmp_path, workers=1, retry_failed=True, progress=progress)
+    assert progress.calls[-1] == (0, 1, 1)
+
+
+def test_index_is_plain_sqlite(tmp_path):
+    run_sweep(small_spec(grid={"task.L": [1, 2]}, seeds=2), tmp_path, workers=1)
+    db = sqlite3.connect(tmp_path / "index.sqlite")
+    rows = db.execute("SELECT name, status, json_extract(axes, '$.\"task.L\"'), seed, final_loss, T_eps, "
+                      "L, L_star, regime, Delta, delta_nd, steps, wall_s, error FROM runs ORDER BY point").fetchall()
+    db.close()
+    assert len(rows) == 4
+    assert [r[2] for r in rows] == [1, 1, 2, 2] and [r[3] for r in rows] == [0, 1, 0, 1]
+    assert all(r[1] in ("budget", "converged") and r[4] > 0 and r[6] == r[2] for r in rows)
+    assert rows[0][9] == pytest.approx(2**0.5) and rows[0][10] == pytest.approx(5**-0.5)  # worked case
+    if shutil.which("sqlite3"):
+        out = subprocess.run(["sqlite3", str(tmp_path / "index.sqlite"), "select count(*) from runs where "
+                              "status in ('budget','converged')"], capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == "4"
+
+
+def test_run_configs_keeps_the_given_order_and_labels(tmp_path):
+    configs = [li.load_config(None, ["train.steps=30", f"task.L={L}", "engine.draws=16"]) for L in (3, 1, 3, 2)]
+    rows = run_configs(configs, tmp_path, workers=1, labels=[{"case": c} for c in "abcd"])
+    assert list(rows["L"]) == [3.0, 1.0, 2.0]  # the duplicate config ran once, under its first label
+    assert list(rows["case"]) == ["a", "b", "d"]
+    assert list(rows["axes"].map(json.loads)) == [{"case": "a"}, {"case": "b"}, {"case": "d"}]
+    assert len(load_index(tmp_path)) == 3
+
+
+def test_scheduler_address_runs_on_an_existing_cluster_and_records_failures(tmp_path):
+    from distributed import LocalCluster
+
+    spec = small_spec(zip={"task.kind": ["linear", "test_broken"]}, seeds=2)
+    spec["base"] = {**SMALL, "plugins": ["plugin_task"], "task": {"kernel_samples": 64}}
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        progress = Calls()
+        rows = run_sweep(spec, tmp_path, scheduler=cluster.scheduler_address, progress=progress)
+    assert progress.calls[-1] == (2, 2, 4)
+    broken = rows[rows["task.kind"] == "test_broken"]
+    assert list(broken["status"]) == ["failed", "failed"]
+    assert broken["error"].str.contains("TaskEvaluationError").all()
+    reference = run_sweep(spec, tmp_path / "in-process", workers=1)  # the same numbers without Dask
+    pd.testing.assert_series_equal(rows["final_loss"], reference["final_loss"])

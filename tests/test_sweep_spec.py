@@ -1,0 +1,110 @@
+"""Sweep specs: range strings, expansion order (grid x zip x seeds), and one-line errors."""
+
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lipschitz_icl.errors import UserInputError
+from lipschitz_icl.sweep import load_sweep, parse_range
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICK = ROOT / "configs" / "quickstart.yaml"
+
+
+def test_ranges_match_numpy_conventions():
+    assert parse_range("logspace(-1, 1, 3)") == [0.1, 1.0, 10.0]
+    assert parse_range("linspace(0, 1, 5)") == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert parse_range(" linspace( 2 , 2e0 , 1 ) ") == [2.0]
+    assert parse_range("linspace(0, 1, 11)")[3] == 0.3  # float noise (0.30000000000000004) dropped
+
+
+@given(st.floats(-50, 50), st.floats(-50, 50), st.integers(2, 200))
+def test_linspace_has_n_values_and_its_endpoints(a, b, n):
+    xs = parse_range(f"linspace({a!r}, {b!r}, {n})")
+    assert len(xs) == n
+    assert math.isclose(xs[0], a, rel_tol=1e-11, abs_tol=1e-10)
+    assert math.isclose(xs[-1], b, rel_tol=1e-11, abs_tol=1e-10)
+
+
+@pytest.mark.parametrize("text", ["logspace(1, 2)", "linspace(0, 1, 0)", "arange(0, 1, 2)", "linspace(0, 1, 2.5)",
+                                  "__import__('os').system('true')", "logspace(1, 400, 2)"])
+def test_bad_range_strings_are_refused_without_eval(text):
+    with pytest.raises(ValueError):
+        parse_range(text)
+
+
+def test_grid_zip_seeds_expand_in_order(tmp_path):
+    spec = {
+        "base": {"train": {"steps": 10}, "seed": 5},
+        "grid": {"task.L": [1, 2], "train.lr": "linspace(0.5, 1, 2)"},
+        "zip": {"features.K": [3, 4], "features.d": [3, 4]},
+        "seeds": 2,
+    }
+    points = load_sweep(spec).points
+    assert len(points) == 2 * 2 * 2 * 2
+    first, last = points[0], points[-1]
+    assert first.axes == {"task.L": 1, "train.lr": 0.5, "features.K": 3, "features.d": 3, "seed": 5}
+    assert last.axes == {"task.L": 2, "train.lr": 1.0, "features.K": 4, "features.d": 4, "seed": 6}
+    assert [p.config.seed for p in points[:2]] == [5, 6]  # seeds innermost, counted from the base seed
+    assert last.config.task.L == 2.0 and last.config.features.K == 4 and last.config.train.steps == 10
+    assert len({p.config.config_hash() for p in points}) == len(points)
+    assert len({p.name for p in points}) == len(points)
+    assert [p.index for p in points] == list(range(len(points)))
+
+
+def test_equal_configs_are_kept_once():
+    points = load_sweep({"grid": {"task.L": [1, 1.0, 2]}}).points
+    assert [p.config.task.L for p in points] == [1.0, 2.0]
+
+
+def test_base_path_is_relative_to_the_spec_and_overrides_apply(tmp_path, quickstart_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "base.yaml").write_text(quickstart_path.read_text())
+    spec = tmp_path / "sub" / "s.yaml"
+    spec.write_text(yaml.safe_dump({"base": "../base.yaml", "overrides": ["train.steps=7"], "seeds": [3, 9]}))
+    sweep = load_sweep(spec)
+    assert sweep.name == "s"
+    assert [p.config.seed for p in sweep.points] == [3, 9]
+    assert all(p.config.train.steps == 7 and p.config.prompt.N == 50 for p in sweep.points)
+    resolved = yaml.safe_load(sweep.resolved_yaml())  # self-contained: the base inlined
+    assert resolved["base"]["train"]["steps"] == 7 and "overrides" not in resolved
+
+
+def test_l_sweep_is_the_quickstart_over_ten_l_values_and_three_seeds():
+    sweep = load_sweep(ROOT / "configs" / "sweeps" / "l_sweep.yaml")
+    assert len(sweep.points) == 30
+    Ls = sorted({p.config.task.L for p in sweep.points})
+    assert len(Ls) == 10 and Ls[0] == 0.1 and Ls[-1] == 10.0
+    assert {p.config.seed for p in sweep.points} == {0, 1, 2}
+    quick = load_sweep({"base": yaml.safe_load(QUICK.read_text())}).points[0].config
+    assert all(p.config.train == quick.train and p.config.features == quick.features for p in sweep.points)
+
+
+BAD = [
+    ({"grid": {"task.L": "logspace(1, 2)"}}, "grid.task.L"),
+    ({"grid": {"task.L": 3}}, "grid.task.L"),
+    ({"grid": {"task.L": []}}, "grid.task.L"),
+    ({"grid": {"task.Lx": [1]}}, "grid.task.Lx"),  # not a config key
+    ({"grid": {"task.L": [1, -1]}}, "grid.task.L"),  # L <= 0 at one point
+    ({"zip": {"task.L": [1, 2], "train.lr": [1]}}, "zip"),  # lengths differ
+    ({"zip": {"features.K": [9]}}, "zip.features.K"),  # K > d
+    ({"grid": {"seed": [1]}, "seeds": 2}, "seeds"),
+    ({"seeds": 0}, "seeds"),
+    ({"gird": {"task.L": [1]}}, "gird"),
+    ({"base": "no-such-file.yaml"}, "base"),
+    ({"base": {"task": {"L": 0}}}, "base.task.L"),
+    ({"name": "../x"}, "name"),
+]
+
+
+@pytest.mark.parametrize("spec,field", BAD)
+def test_spec_errors_name_the_field(spec, field):
+    with pytest.raises(UserInputError) as info:
+        load_sweep(spec)
+    message = str(info.value)
+    assert message.startswith(f"{field}:"), message
+    assert "\n" not in message
