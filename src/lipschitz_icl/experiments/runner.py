@@ -82,7 +82,8 @@ def _run_on_dask(ctx: Context, group_dir: Path, configs: list[Config], label: st
 
     index = run_configs(configs, group_dir, workers=ctx.workers,
                         progress=lambda done, failed, n: ctx.tick(label, done + failed, n))
-    return [load_run(group_dir / "runs" / name) for name in index["run_dir"]]
+    name_of = dict(zip(index["config_hash"], index["name"], strict=True))
+    return [load_run(group_dir / "runs" / name_of[cfg.config_hash()]) for cfg in configs]
 
 
 def rel_runs(ctx: Context, runs: list[Run]) -> list[str]:
