@@ -16,8 +16,10 @@ REPO_ROOT = Path(__file__).resolve().parents[3]  # the source checkout (src layo
 
 
 def config(overrides: list[str]) -> Config:
-    """The defaults (the quickstart's setting: K = 5, d = 5, N = 50, linear, L = 2) plus overrides."""
-    return load_config(None, overrides)
+    """The defaults (the quickstart's setting: K = 5, d = 5, N = 50, linear, L = 2) plus overrides.
+    A short step budget by default: the benchmarks time steps, and the budget bounds the memory the
+    recorder may need (which the config's size check counts)."""
+    return load_config(None, ["train.steps=100", *overrides])
 
 
 def kernel_step(cfg: Config):

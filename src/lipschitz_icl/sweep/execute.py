@@ -107,6 +107,7 @@ def open_client(workers: int, scheduler: str | None) -> tuple[Any, Any]:
     import dask
     from distributed import Client, LocalCluster
 
+    logging.getLogger("distributed").setLevel(logging.WARNING)  # no INFO chatter on the terminal
     if scheduler is not None:
         try:
             return Client(scheduler, timeout="20s"), None
