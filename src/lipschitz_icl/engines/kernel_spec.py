@@ -67,15 +67,21 @@ class KernelSpec:
         return c, (1.0 / c.clamp(min=1.0) if self.tau > 0 else None)
 
 
-def kernel_spec(problem: Problem) -> KernelSpec:
+def engine_inputs(problem: Problem) -> tuple[torch.device, torch.dtype, FeatureSet, dict, torch.nn.Module]:
+    """What every engine starts from: device, dtype, the features in that dtype, the task classes
+    of the unseen-function tests (metric name -> class), and the model at initialisation."""
     cfg = problem.config
-    device = resolve_device(cfg.engine.device)
     dtype = problem.dtype
-    fs = cast_features(problem.features, dtype)
     test_tasks = {"test_error": problem.task}
     if cfg.eval.other_class:
         test_tasks["test_error_other"] = make_task(cfg.eval.other_class, cfg.task.L, cfg.features.d)
     model = make_model(cfg.model, cfg.features.d, make_generator(cfg.seed, "init"), dtype, "cpu")
+    return resolve_device(cfg.engine.device), dtype, cast_features(problem.features, dtype), test_tasks, model
+
+
+def kernel_spec(problem: Problem) -> KernelSpec:
+    cfg = problem.config
+    device, dtype, fs, test_tasks, model = engine_inputs(problem)
     test_gen = make_generator(cfg.seed, "test")
     tests = {}
     for name, task in test_tasks.items():
