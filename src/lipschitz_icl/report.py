@@ -46,12 +46,21 @@ def claims_table_md(claims: list[ClaimResult], link_root: str = "") -> str:
 
 
 def _abridge(stat: dict, limit: int = 160) -> str:
+    """Scalars of the statistic, and the scalars of its nested mappings one level down."""
     parts = []
-    for k, v in stat.items():
+
+    def add(key: str, v) -> None:
         if isinstance(v, float):
-            parts.append(f"{k}={v:.3g}")
+            parts.append(f"{key}={v:.3g}")
         elif isinstance(v, int | str | bool) or v is None:
-            parts.append(f"{k}={v}")
+            parts.append(f"{key}={v}")
+
+    for k, v in stat.items():
+        if isinstance(v, dict):
+            for kk, vv in v.items():
+                add(f"{k}[{kk}]", vv)
+        else:
+            add(k, v)
     text = ", ".join(parts)
     text = text if len(text) <= limit else text[: limit - 1] + "…"
     return text.replace("|", "\\|")

@@ -46,9 +46,13 @@ def exp_blog(ctx: Context) -> list[ClaimResult]:
         hit = np.flatnonzero(r.loss <= 0.05 * r.loss[0])
         rows.append({"seed": seed, "L": L, "final_attention": float(r.attention[-1]),
                      "final_loss": float(r.loss[-1]), "steps_to_5pct": int(hit[0]) if hit.size else S.blog_steps})
-    rho = {key: float(np.nanmean([_spearman([x["L"] for x in rows if x["seed"] == s],
-                                            [x[key] for x in rows if x["seed"] == s]) for s in seeds]))
-           for key in ("final_attention", "final_loss", "steps_to_5pct")}
+    def mean_rho(key: str) -> float:
+        per_seed = [_spearman([x["L"] for x in rows if x["seed"] == s], [x[key] for x in rows if x["seed"] == s])
+                    for s in seeds]
+        finite = [r for r in per_seed if math.isfinite(r)]
+        return float(np.mean(finite)) if finite else math.nan  # nan: tied values at every seed
+
+    rho = {key: mean_rho(key) for key in ("final_attention", "final_loss", "steps_to_5pct")}
     want = {"final_attention": 1, "final_loss": -1, "steps_to_5pct": -1}
     # a correlation that cannot be computed (all values tied, e.g. every final loss exactly 0) counts
     # neither for nor against
