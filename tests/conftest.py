@@ -19,3 +19,9 @@ def quickstart_path() -> Path:
 def small_overrides() -> list[str]:
     """A short run: few steps, so tests stay fast."""
     return ["train.steps=60", "train.log_every=5", "engine.draws=64", "eval.functions=64"]
+
+# every property test is deterministic: the same examples on every run, no example database
+from hypothesis import settings  # noqa: E402
+
+settings.register_profile("deterministic", derandomize=True, database=None, deadline=None)
+settings.load_profile("deterministic")

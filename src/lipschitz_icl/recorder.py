@@ -14,6 +14,7 @@ and their attn_self / attn_cross / attn_min are the head average of the last lay
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -41,12 +42,10 @@ class Recorder:
         kk, nn = np.meshgrid(np.arange(K), np.arange(K), indexing="ij")
         self._off_k, self._off_n = kk[~eye], nn[~eye]
         self._off = ~eye
-        self._steps: list[int] = []
-        self._scalars: list[list[float]] = []  # loss, then the extra values
-        self._names: list[tuple[str, ...]] = []  # the extra names of each record
-        self._attn: list[np.ndarray] = []
-        self._scores: list[np.ndarray | None] = []  # None: the model has no merged Q
-        self._heads: list[np.ndarray | None] = []  # (n_layers, n_heads, K, K) or None
+        # one tuple per record, appended in a single call, so that Ctrl-C can never leave a
+        # half-made record: (step, [loss, *extra values], extra names, attn, scores or None
+        # (no merged Q), heads (n_layers, n_heads, K, K) or None)
+        self._records: list[tuple[int, list[float], tuple[str, ...], np.ndarray, Any, Any]] = []
 
     def record(
         self,
@@ -60,25 +59,24 @@ class Recorder:
         """attn (K, K) Attn_{k->n}; scores (K, K) v_n^T Q v_k or None (no merged Q);
         heads (n_layers, n_heads, K, K) or None (single-head models). Arrays are copied."""
         extra = extra or {}
-        self._steps.append(int(step))
-        self._scalars.append([float(loss), *(float(v) for v in extra.values())])
-        self._names.append(tuple(extra))
-        self._attn.append(_as_array(attn))
-        self._scores.append(None if scores is None else _as_array(scores))
-        self._heads.append(None if heads is None else _as_array(heads))
+        record = (int(step), [float(loss), *(float(v) for v in extra.values())], tuple(extra), _as_array(attn),
+                  None if scores is None else _as_array(scores), None if heads is None else _as_array(heads))
+        self._records.append(record)
 
     def _key(self, t: int) -> tuple:
         """Records with the same key stack into one segment."""
-        h = self._heads[t]
-        return self._names[t], self._scores[t] is None, None if h is None else h.shape
+        _, _, names, _, scores, heads = self._records[t]
+        return names, scores is None, None if heads is None else heads.shape
 
     def _segment(self, lo: int, hi: int) -> dict[str, np.ndarray]:
         """Rows of the records lo..hi-1, which share their extra names: per record, in order,
         loss, the extras, attn_min, attn_mean, attn_self (k), attn_cross (k, n), then A (k) and
         B (k, n) when the model has a merged Q, then the same attention rows per layer and head."""
         T = hi - lo
-        names = self._names[lo]
-        blocks: list[np.ndarray] = [np.asarray(self._scalars[lo:hi], dtype=np.float64)]
+        recs = self._records[lo:hi]
+        steps, scalars, names_all, attn, scores, heads = zip(*recs, strict=True)
+        names = names_all[0]
+        blocks: list[np.ndarray] = [np.asarray(scalars, dtype=np.float64)]
         metrics, ks, ns = ["loss", *names], [-1] * (1 + len(names)), [-1] * (1 + len(names))
 
         def add(block: np.ndarray, metric: str, k: list[int] | np.ndarray, n: list[int] | np.ndarray) -> None:
@@ -87,18 +85,18 @@ class Recorder:
             ks.extend(k)
             ns.extend(n)
 
-        self._attention_rows(np.stack(self._attn[lo:hi]), "", add, mean=True)
-        if self._scores[lo] is not None:
-            self._pair_rows(np.stack(self._scores[lo:hi]), "A", "B", add)
-        if self._heads[lo] is not None:
-            h = np.stack(self._heads[lo:hi])  # (T, layers, heads, K, K)
+        self._attention_rows(np.stack(attn), "", add, mean=True)
+        if scores[0] is not None:
+            self._pair_rows(np.stack(scores), "A", "B", add)
+        if heads[0] is not None:
+            h = np.stack(heads)  # (T, layers, heads, K, K)
             for layer in range(h.shape[1]):
                 for head in range(h.shape[2]):
                     self._attention_rows(h[:, layer, head], f"@L{layer}H{head}", add, mean=False)
         values = np.concatenate(blocks, axis=1)  # (T, rows per record)
         width = values.shape[1]
         return {
-            "step": np.repeat(np.asarray(self._steps[lo:hi], dtype=np.int64), width),
+            "step": np.repeat(np.asarray(steps, dtype=np.int64), width),
             "metric": np.tile(np.asarray(metrics, dtype=object), T),
             "k": np.tile(np.asarray(ks, dtype=np.int64), T),
             "n": np.tile(np.asarray(ns, dtype=np.int64), T),
@@ -127,10 +125,11 @@ class Recorder:
             add(m[:, self._off], off_name, list(self._off_k), list(self._off_n))
 
     def table(self) -> pa.Table:
-        if not self._steps:
+        if not self._records:
             return SCHEMA.empty_table()
-        bounds = [0] + [t for t in range(1, len(self._names)) if self._key(t) != self._key(t - 1)]
-        bounds.append(len(self._names))
+        n = len(self._records)
+        bounds = [0] + [t for t in range(1, n) if self._key(t) != self._key(t - 1)]
+        bounds.append(n)
         segs = [self._segment(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
         cols = {key: np.concatenate([c[key] for c in segs]) for key in SCHEMA.names}
         arrays = [

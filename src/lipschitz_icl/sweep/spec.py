@@ -29,7 +29,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..api import default_run_name
-from ..config import Config, apply_overrides, read_yaml, validate_config
+from ..config import Config, _loc, _short, apply_overrides, read_yaml, validate_config
 from ..errors import ConfigError, UserInputError
 from ..store import safe_name
 
@@ -160,12 +160,13 @@ def _spec_error(err: ValidationError) -> ConfigError:
     inner = (first.get("ctx") or {}).get("error")
     if isinstance(inner, ConfigError):
         return inner
-    loc = ".".join(str(p) for p in first["loc"])
+    # the config's helpers: keys and values shown on one line, however odd (newlines, long text)
+    loc = _loc(first["loc"], keys=first["type"] in ("extra_forbidden", "string_type"))
     msg = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
         msg = f"unknown key (allowed: {', '.join(SweepSpec.model_fields)})"
     elif first["type"] not in ("value_error",) and not isinstance(first.get("input"), dict | list):
-        msg += f" (got {first.get('input')!r})"
+        msg += f" (got {_short(first.get('input'))})"
     return ConfigError(loc or "spec", msg)
 
 
@@ -243,7 +244,7 @@ def expand(spec: SweepSpec, base: dict[str, Any]) -> list[Point]:
         except UserInputError as e:
             key = getattr(e, "field", None)
             where = f"{_axis_group(spec, key)}.{key}" if key in axes else f"base.{key}" if key else "spec"
-            shown = ", ".join(f"{k}={v}" for k, v in axes.items())
+            shown = ", ".join(f"{k}={_short(v)}" for k, v in axes.items())
             message = getattr(e, "message", str(e))
             raise ConfigError(where, f"{message} (at {shown})") from None
         h = cfg.config_hash()
