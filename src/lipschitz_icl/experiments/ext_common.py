@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
+from ..threads import single_threaded_torch
 from .runner import Context, base_config
 from .sizes import TINY
 
@@ -52,21 +50,12 @@ def grid(values: list[float], n: int) -> list[float]:
     return [values[i] for i in idx]
 
 
-@contextlib.contextmanager
-def one_thread() -> Iterator[None]:
-    """These problems are tiny: one thread is faster than several on a shared CPU."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
-
-
 def single_threaded(fn):
+    """Run an experiment with one torch thread (its problems are tiny)."""
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        with one_thread():
+        with single_threaded_torch():
             return fn(*args, **kwargs)
 
     return wrapper

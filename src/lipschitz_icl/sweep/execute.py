@@ -29,6 +29,7 @@ from ..config import Config, validate_config
 from ..errors import UserInputError
 from ..recorder import SCHEMA, metrics_table
 from ..store import atomic_write_text, parquet_bytes, write_run_files
+from ..threads import single_threaded_torch
 from .index import FINISHED, RUNS_DIR, Index, load_index
 from .spec import Point, Sweep, load_sweep, run_name
 
@@ -81,7 +82,7 @@ def _run_one_in_process(point: Point, on_result: OnResult) -> None:
 
 
 def _run_in_process(todo: Sequence[Point], on_result: OnResult) -> None:
-    with _single_threaded_torch():  # as on the workers: same numbers, and no threads fighting for cores
+    with single_threaded_torch():  # as on the workers: same numbers, and no threads fighting for cores
         for point in todo:
             _run_one_in_process(point, on_result)
 
@@ -150,16 +151,6 @@ def dask_client(workers: int, scheduler: str | None) -> Iterator[Any]:
         close_client(client, cluster)
 
 
-@contextlib.contextmanager
-def _single_threaded_torch() -> Iterator[None]:
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _run_on_dask(todo: Sequence[Point], on_result: OnResult, workers: int, scheduler: str | None) -> None:
@@ -171,7 +162,7 @@ def _run_on_dask(todo: Sequence[Point], on_result: OnResult, workers: int, sched
     pool.shutdown(wait=False)
     try:
         if scheduler is None:
-            with _single_threaded_torch():
+            with single_threaded_torch():
                 while queue and not starting.done():
                     _run_one_in_process(queue.popleft(), on_result)
         if not queue:  # all done before the cluster was up: close it once it is
