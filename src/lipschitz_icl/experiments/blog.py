@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .. import plots
+from ..analysis import first_step
 from .blog_model import FIXES, train_blog
 from .claims import ClaimResult, claim
 from .measure import fit_dict, safe_fit
@@ -43,9 +44,9 @@ def exp_blog(ctx: Context) -> list[ClaimResult]:
         ctx.tick("blog experiment", i + 1, total)
     rows = []
     for (seed, L), r in results.items():
-        hit = np.flatnonzero(r.loss <= 0.05 * r.loss[0])
+        hit = first_step(np.arange(len(r.loss)), r.loss, 0.05 * r.loss[0], above=False)
         rows.append({"seed": seed, "L": L, "final_attention": float(r.attention[-1]),
-                     "final_loss": float(r.loss[-1]), "steps_to_5pct": int(hit[0]) if hit.size else S.blog_steps})
+                     "final_loss": float(r.loss[-1]), "steps_to_5pct": S.blog_steps if hit is None else hit})
     def mean_rho(key: str) -> float:
         per_seed = [_spearman([x["L"] for x in rows if x["seed"] == s], [x[key] for x in rows if x["seed"] == s])
                     for s in seeds]

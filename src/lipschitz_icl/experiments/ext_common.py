@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import analysis
 from ..threads import single_threaded_torch
 from .runner import Context, base_config
 from .sizes import TINY
@@ -78,10 +79,8 @@ def sampled_base(ctx: Context, S: ExtSizes, *extra: str):
 
 
 def first_step(series, level: float, above: bool = True) -> int | None:
-    """First recorded step at which the series reaches level (>= when above, else <=)."""
-    vals = series.to_numpy()
-    hit = np.flatnonzero(vals >= level if above else vals <= level)
-    return int(series.index[hit[0]]) if hit.size else None
+    """First recorded step at which a step-indexed series reaches level (>= when above, else <=)."""
+    return analysis.first_step(series.index.to_numpy(), series.to_numpy(), level, above)
 
 
 def tail_mean(series, frac: float = 0.2) -> float:

@@ -6,14 +6,9 @@ import math
 
 import numpy as np
 
+from ..analysis import first_step
 from ..api import Run
 from ..fits import Fit, fit_loglog
-
-
-def first_at(steps: np.ndarray, values: np.ndarray, level: float, above: bool = True) -> int | None:
-    hit = values >= level if above else values <= level
-    idx = np.flatnonzero(hit)
-    return int(steps[idx[0]]) if idx.size else None
 
 
 def loss_times(run: Run, eps_list: list[float], relative: bool = False) -> dict[float, int | None]:
@@ -21,14 +16,7 @@ def loss_times(run: Run, eps_list: list[float], relative: bool = False) -> dict[
     loss = run.series("loss")
     steps, vals = loss.index.to_numpy(), loss.to_numpy()
     scale = vals[0] if relative else 1.0
-    return {eps: first_at(steps, vals, eps * scale, above=False) for eps in eps_list}
-
-
-def feature_times(run: Run, level: float) -> dict[int, int | None]:
-    """Per query feature k, the first recorded step with Attn_k >= level."""
-    att = run.attention()
-    steps = att.index.to_numpy()
-    return {int(k): first_at(steps, att[k].to_numpy(), level) for k in att.columns}
+    return {eps: first_step(steps, vals, eps * scale, above=False) for eps in eps_list}
 
 
 def safe_fit(x: list[float], y: list[float | None], seeds: list[int] | None = None) -> Fit | None:

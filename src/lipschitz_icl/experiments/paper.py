@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import plots
-from ..analysis import analyze_run_object, count_phases
+from ..analysis import analyze_run_object, count_phases, first_step
 from ..problem import build_problem
 from ..store import atomic_write_npy
 from ..theory import eta_max, theory_of
@@ -517,8 +517,7 @@ def _gap_halving_times(run) -> dict[int, int | None]:
     out = {}
     for k in att.columns:
         gap = 1 - att[k].to_numpy()
-        hit = np.flatnonzero(gap <= 0.5 * gap[0])
-        out[int(k)] = int(steps[hit[0]]) if hit.size else None
+        out[int(k)] = first_step(steps, gap, 0.5 * gap[0], above=False)
     return out
 
 
