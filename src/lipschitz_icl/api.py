@@ -20,20 +20,24 @@ import pandas as pd
 import torch
 
 from . import __version__
+from .analysis import analyze_run_object
 from .config import Config, load_config, validate_config
 from .engines import Engine, build_engine
 from .errors import UserInputError
 from .problem import Problem, build_problem
 from .recorder import Recorder, metrics_frame, metrics_table
 from .store import (
+    ANALYSIS_FILE,
     CONFIG_FILE,
     METRICS_FILE,
+    PARAMS_FILE,
     SUMMARY_FILE,
     atomic_write_json,
     atomic_write_text,
     deferred_signals,
     prepare_run_dir,
     read_metrics_table,
+    read_params,
     read_summary,
     write_results,
     write_run_files,
@@ -187,14 +191,46 @@ def _remove_started(run_dir: Path, existed: bool) -> None:
             run_dir.rmdir()
 
 
+def load_run(path: str | Path, require_finished: bool = True) -> Run:
+    """Load a run directory written by ``run`` (its params too, when params.pt exists).
 
-def load_run(path: str | Path) -> Run:
-    """Load a run directory written by ``run``."""
+    With ``require_finished`` (the default; ``analyze`` and ``evaluate`` rely on it) a run whose
+    summary still says ``running`` (killed, or still training) is refused, and so is one whose
+    config.yaml does not match the ``config_hash`` in its summary (files of two different runs)."""
     p = Path(path)
     if not (p / SUMMARY_FILE).is_file():
         raise UserInputError(f"{path}: not a run directory (no {SUMMARY_FILE})")
+    summary = read_summary(p)
     cfg = load_config(p / CONFIG_FILE)
+    if require_finished:
+        check_finished(p, cfg, summary)
     metrics = (
         metrics_frame(read_metrics_table(p)) if (p / METRICS_FILE).is_file() else pd.DataFrame()
     )
-    return Run(cfg, read_summary(p), metrics, p)
+    params = read_params(p) if (p / PARAMS_FILE).is_file() else None
+    return Run(cfg, summary, metrics, p, params)
+
+
+def check_finished(run_dir: Path, cfg: Config, summary: dict[str, Any]) -> None:
+    """Refuse a run that never finished or whose files belong to different runs."""
+    status = summary.get("status")
+    if status in (None, "running"):
+        raise UserInputError(f"{run_dir}: the run did not finish (summary status {status!r}: still running, or "
+                             "killed; rerun it with --force)")
+    recorded = summary.get("config_hash")
+    if recorded is not None and recorded != cfg.config_hash():
+        raise UserInputError(f"{run_dir}: {CONFIG_FILE} does not match the config_hash of {SUMMARY_FILE} "
+                             "(files of different runs; rerun it with --force)")
+
+
+def analyze_run(run_dir: str | Path, osc_tol: float = 1e-4, write: bool = True) -> dict[str, Any]:
+    """Analyse a finished run directory with its own settings (analysis.t1_level,
+    analysis.eps_attn, train.eps) and, with ``write``, save the result as analysis.json beside its
+    metrics (an OSError from that write propagates; the result is computed first)."""
+    loaded = load_run(run_dir)
+    if loaded.metrics.empty:
+        raise UserInputError(f"{run_dir}: the run has no {METRICS_FILE} to analyse")
+    result = analyze_run_object(loaded, osc_tol)
+    if write:
+        atomic_write_json(Path(run_dir) / ANALYSIS_FILE, result)
+    return result
