@@ -10,6 +10,7 @@ import pathlib
 import threading
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 import lipschitz_icl as li
@@ -165,3 +166,34 @@ def test_output_files_honour_the_umask(tmp_path, umask, mode):
         os.umask(old)
     for p in (tmp_path / "r").iterdir():
         assert p.stat().st_mode & 0o777 == mode, p.name
+
+
+def test_li_run_follows_the_thread_policy_and_threads_overrides(tmp_path, monkeypatch):
+    seen: list[int] = []
+    real_train = api.train
+
+    def spy(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return real_train(*args, **kwargs)
+
+    monkeypatch.setattr(api, "train", spy)
+    torch.set_num_threads(2)
+    try:
+        monkeypatch.setenv("LIPSCHITZ_ICL_THREADS", "3")
+        li.run(None, SMALL, write=False)
+        monkeypatch.delenv("LIPSCHITZ_ICL_THREADS")
+        li.run(None, SMALL, write=False)
+        li.run(None, SMALL, write=False, threads=2)
+        assert torch.get_num_threads() == 2  # restored after each run
+    finally:
+        torch.set_num_threads(1)
+    assert seen == [3, 1, 2]
+
+
+def test_run_repr_is_one_line_and_names_its_directory(tmp_path, caplog):
+    with caplog.at_level("INFO", logger="lipschitz_icl"):
+        run = li.run(None, SMALL, out=tmp_path / "r")
+    text = repr(run)
+    assert "\n" not in text and text.startswith("Run(status=budget") and str(tmp_path / "r") in text
+    assert f"wrote run {tmp_path / 'r'}" in caplog.text
+    assert repr(li.load_run(run.dir)) == text

@@ -2,14 +2,18 @@
 
     >>> import lipschitz_icl as li
     >>> cfg = li.load_config("configs/quickstart.yaml", ["task.L=1"])
-    >>> run = li.run(cfg)                 # writes runs/<name>/ ; out=... or write=False
-    >>> run.summary["status"], run.metrics.head()
-    >>> run.attention()                   # step x k table of Attn_k
+    >>> run = li.run(cfg, out="runs/L1")  # writes runs/L1/ (default runs/<name>/) ; write=False: nothing
+    >>> run                               # Run(status=converged, steps=..., dir=runs/L1)
+    >>> li.load_run(run.dir).attention()  # step x k table of Attn_k, read back
+
+Threads: ``LIPSCHITZ_ICL_THREADS`` torch threads (default 1), as on the command line;
+``threads=N`` overrides (``threads.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import platform
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +47,10 @@ from .store import (
     write_run_files,
 )
 from .theory import Theory, theory_of
+from .threads import configured_threads, torch_threads
 from .train import ProgressFn, TrainOutcome, interrupted_outcome, train
+
+log = logging.getLogger("lipschitz_icl")
 
 
 @dataclass
@@ -53,6 +60,13 @@ class Run:
     metrics: pd.DataFrame  # tidy: step, metric, k, n, value
     dir: Path | None = None
     params: dict[str, torch.Tensor] | None = None  # the trained parameters (params.pt)
+
+    def __repr__(self) -> str:
+        s = self.summary
+        loss = s.get("final_loss")
+        loss_text = f"{loss:.4g}" if isinstance(loss, float) else loss
+        return (f"Run(status={s.get('status')}, steps={s.get('steps')}, final_loss={loss_text}, "
+                f"min_attn={s.get('min_attn')}, dir={self.dir})")
 
     def series(self, metric: str) -> pd.Series:
         """A scalar metric (loss, test_error, attn_min, ...) indexed by step."""
@@ -106,9 +120,21 @@ def run(
     write: bool = True,
     force: bool = False,
     progress: ProgressFn | None = None,
+    threads: int | None = None,
 ) -> Run:
-    """Train once. ``config`` is a Config, a YAML path, a mapping, or None for the defaults."""
-    cfg = _as_config(config, overrides)
+    """Train once. ``config`` is a Config, a YAML path, a mapping, or None for the defaults.
+
+    Writes ``out`` (default ``runs/<name>/``; nothing with ``write=False``) and logs where, on the
+    ``lipschitz_icl`` logger; ``run.dir`` holds it. ``threads`` torch threads (default: the
+    ``LIPSCHITZ_ICL_THREADS`` policy of ``threads.py``, 1 unless set)."""
+    with torch_threads(threads if threads is not None else configured_threads()):
+        result = _run(_as_config(config, overrides), out, write, force, progress)
+    if result.dir is not None:
+        log.info("wrote run %s (status %s)", result.dir, result.summary.get("status"))
+    return result
+
+
+def _run(cfg: Config, out: str | Path | None, write: bool, force: bool, progress: ProgressFn | None) -> Run:
     problem, engine, theory = prepare(cfg)
     run_dir, existed = None, False
     if write:
