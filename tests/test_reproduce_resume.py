@@ -166,3 +166,20 @@ def test_ctrl_c_while_starting_prints_one_line(tmp_path):
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
     assert len([line for line in stderr.splitlines() if line.strip()]) == 1, stderr
+
+
+def test_default_reproduce_out_is_claimed_atomically(tmp_path, monkeypatch):
+    # a rival job creates reproduce-out/linear-quick between our look and our mkdir
+    from lipschitz_icl.cli import reproduce as cli_reproduce
+
+    monkeypatch.chdir(tmp_path)
+    base = Path("reproduce-out/linear-quick")
+    real_mkdir = Path.mkdir
+
+    def racing_mkdir(self, *args, **kwargs):
+        if self == base and not base.exists():
+            real_mkdir(base, parents=True)
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", racing_mkdir)
+    assert cli_reproduce._default_out("linear", True) == Path("reproduce-out/linear-quick-1")

@@ -218,7 +218,7 @@ def prepare_run_dir(out: str | Path | None, default_name: str, root: str | Path 
     a default name gets the first free numeric suffix, claimed atomically (``mkdir`` fails if
     another process took it first), so simultaneous runs never share a directory."""
     if out is None:
-        path = _claim_default_dir(Path(root) / safe_name(default_name))
+        path = claim_new_dir(Path(root) / safe_name(default_name))
     else:
         path = Path(out)
         if path.exists() and not path.is_dir():
@@ -236,12 +236,12 @@ def prepare_run_dir(out: str | Path | None, default_name: str, root: str | Path 
     return path
 
 
-def _claim_default_dir(base: Path, tries: int = 10_000) -> Path:
+def claim_new_dir(base: Path, tries: int = 10_000) -> Path:
     """Create ``base``, or ``base-1``, ``base-2``, ... : the first that did not exist."""
     try:
         base.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise UserInputError(f"{base.parent}: cannot create the runs folder ({e.strerror})") from None
+        raise UserInputError(f"{base.parent}: cannot create the folder ({e.strerror})") from None
     for i in range(tries):
         path = base if i == 0 else base.with_name(f"{base.name}-{i}")
         try:
@@ -249,9 +249,9 @@ def _claim_default_dir(base: Path, tries: int = 10_000) -> Path:
         except FileExistsError:
             continue
         except OSError as e:
-            raise UserInputError(f"{path}: cannot create the run directory ({e.strerror})") from None
+            raise UserInputError(f"{path}: cannot create the directory ({e.strerror})") from None
         return path
-    raise UserInputError(f"{base}: no free run directory name after {tries} tries")
+    raise UserInputError(f"{base}: no free directory name after {tries} tries")
 
 
 def clear_run_files(run_dir: Path) -> None:

@@ -14,6 +14,7 @@ from ..experiments.checkpoint import ExperimentsInterrupted
 from ..report import sorted_claims
 from ..report import update_readme as write_readme
 from ..reproduce import available_suites, options_of, recorded_options, reproduce
+from ..store import claim_new_dir
 from .common import err, fail, progress_bar, sigterm_as_interrupt, user_errors
 from .common import out as console
 
@@ -21,12 +22,10 @@ VERDICT_STYLE = {"supported": "green", "not supported": "red", "inconclusive": "
 
 
 def _default_out(suite: str, quick: bool, resume: bool = False) -> Path:
-    """reproduce-out/<suite>[-quick], or the first free -1, -2, ... (with ``resume``: the base)."""
+    """reproduce-out/<suite>[-quick], or the first free -1, -2, ..., created atomically so that two
+    simultaneous jobs never share it (with ``resume``: the base, as it is)."""
     base = Path("reproduce-out") / (suite + ("-quick" if quick else ""))
-    path, i = base, 1
-    while path.exists() and not resume:
-        path, i = base.with_name(f"{base.name}-{i}"), i + 1
-    return path
+    return base if resume else claim_new_dir(base)
 
 
 def _choose_out(out_dir: Path | None, suite: str, quick: bool, seed: int, *, resume: bool,
