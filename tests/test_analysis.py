@@ -10,11 +10,11 @@ from typer.testing import CliRunner
 import lipschitz_icl as li
 from lipschitz_icl.analysis import (
     analyze,
-    analyze_run,
     count_oscillations,
     first_step,
     phase_rates,
 )
+from lipschitz_icl.api import analyze_run
 from lipschitz_icl.cli import app
 
 runner = CliRunner()

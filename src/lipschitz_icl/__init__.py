@@ -1,12 +1,31 @@
 """lipschitz-icl: in-context learning of nonlinear L-Lipschitz regression with softmax attention."""
 
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
 
-from .api import Run, load_run, run, write_run  # noqa: E402
-from .config import Config, default_config, load_config  # noqa: E402
-from .tasks import TaskClass, register_task, task_names  # noqa: E402
+# The public names, loaded on first use (PEP 562): importing the package stays instant, so the
+# command line can catch a Ctrl-C during the heavy imports (torch) and print one line instead of a
+# traceback (see __main__.py).
+_EXPORTS = {
+    "Run": "api", "load_run": "api", "run": "api", "write_run": "api",
+    "Config": "config", "default_config": "config", "load_config": "config",
+    "TaskClass": "tasks", "register_task": "tasks", "task_names": "tasks",
+}
 
-__all__ = [
-    "Config", "Run", "TaskClass", "__version__", "default_config", "load_config", "load_run",
-    "register_task", "run", "task_names", "write_run",
-]
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

@@ -1,3 +1,19 @@
-from .cli import main
+"""``python -m lipschitz_icl``: the command line, with a Ctrl-C during start-up (the imports of
+torch and friends take seconds) ending in one line and exit 130 rather than a traceback."""
 
-main()
+from __future__ import annotations
+
+import sys
+
+
+def entry() -> None:
+    try:
+        from .cli import main
+    except KeyboardInterrupt:
+        sys.stderr.write("error: interrupted while starting\n")
+        raise SystemExit(130) from None
+    main()
+
+
+if __name__ == "__main__":
+    entry()

@@ -29,14 +29,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 PHASE_FACTOR = 3.0  # n_phases = 2 when rate_fast > PHASE_FACTOR * rate_slow
-ANALYSIS_FILE = "analysis.json"
 
 
 # --------------------------------------------------------------------------- primitives
@@ -314,19 +312,3 @@ def analyze_run_object(run: Any, osc_tol: float = 1e-4) -> dict[str, Any]:
     cfg = run.config
     return analyze(run.metrics, run.summary, eps=run_eps(cfg, run.metrics), t1_level=cfg.analysis.t1_level,
                    eps_attn=cfg.analysis.eps_attn, osc_tol=osc_tol)
-
-
-def analyze_run(run_dir: str | Path, osc_tol: float = 1e-4, write: bool = True) -> dict[str, Any]:
-    """Analyse a run directory with its own settings (analysis.t1_level, analysis.eps_attn,
-    train.eps) and, with ``write``, save the result as analysis.json beside its metrics."""
-    from .api import load_run
-    from .errors import UserInputError
-    from .store import atomic_write_json
-
-    run = load_run(run_dir)
-    if run.metrics.empty:
-        raise UserInputError(f"{run_dir}: the run has no metrics.parquet to analyse")
-    result = analyze_run_object(run, osc_tol)
-    if write:
-        atomic_write_json(Path(run_dir) / ANALYSIS_FILE, result)
-    return result

@@ -2,14 +2,18 @@
 
     >>> import lipschitz_icl as li
     >>> cfg = li.load_config("configs/quickstart.yaml", ["task.L=1"])
-    >>> run = li.run(cfg)                 # writes runs/<name>/ ; out=... or write=False
-    >>> run.summary["status"], run.metrics.head()
-    >>> run.attention()                   # step x k table of Attn_k
+    >>> run = li.run(cfg, out="runs/L1")  # writes runs/L1/ (default runs/<name>/) ; write=False: nothing
+    >>> run                               # Run(status=converged, steps=..., dir=runs/L1)
+    >>> li.load_run(run.dir).attention()  # step x k table of Attn_k, read back
+
+Threads: ``LIPSCHITZ_ICL_THREADS`` torch threads (default 1), as on the command line;
+``threads=N`` overrides (``threads.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import platform
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,26 +24,33 @@ import pandas as pd
 import torch
 
 from . import __version__
+from .analysis import analyze_run_object
 from .config import Config, load_config, validate_config
 from .engines import Engine, build_engine
 from .errors import UserInputError
 from .problem import Problem, build_problem
 from .recorder import Recorder, metrics_frame, metrics_table
 from .store import (
+    ANALYSIS_FILE,
     CONFIG_FILE,
     METRICS_FILE,
+    PARAMS_FILE,
     SUMMARY_FILE,
     atomic_write_json,
     atomic_write_text,
     deferred_signals,
     prepare_run_dir,
     read_metrics_table,
+    read_params,
     read_summary,
     write_results,
     write_run_files,
 )
 from .theory import Theory, theory_of
+from .threads import configured_threads, torch_threads
 from .train import ProgressFn, TrainOutcome, interrupted_outcome, train
+
+log = logging.getLogger("lipschitz_icl")
 
 
 @dataclass
@@ -49,6 +60,13 @@ class Run:
     metrics: pd.DataFrame  # tidy: step, metric, k, n, value
     dir: Path | None = None
     params: dict[str, torch.Tensor] | None = None  # the trained parameters (params.pt)
+
+    def __repr__(self) -> str:
+        s = self.summary
+        loss = s.get("final_loss")
+        loss_text = f"{loss:.4g}" if isinstance(loss, float) else loss
+        return (f"Run(status={s.get('status')}, steps={s.get('steps')}, final_loss={loss_text}, "
+                f"min_attn={s.get('min_attn')}, dir={self.dir})")
 
     def series(self, metric: str) -> pd.Series:
         """A scalar metric (loss, test_error, attn_min, ...) indexed by step."""
@@ -102,9 +120,21 @@ def run(
     write: bool = True,
     force: bool = False,
     progress: ProgressFn | None = None,
+    threads: int | None = None,
 ) -> Run:
-    """Train once. ``config`` is a Config, a YAML path, a mapping, or None for the defaults."""
-    cfg = _as_config(config, overrides)
+    """Train once. ``config`` is a Config, a YAML path, a mapping, or None for the defaults.
+
+    Writes ``out`` (default ``runs/<name>/``; nothing with ``write=False``) and logs where, on the
+    ``lipschitz_icl`` logger; ``run.dir`` holds it. ``threads`` torch threads (default: the
+    ``LIPSCHITZ_ICL_THREADS`` policy of ``threads.py``, 1 unless set)."""
+    with torch_threads(threads if threads is not None else configured_threads()):
+        result = _run(_as_config(config, overrides), out, write, force, progress)
+    if result.dir is not None:
+        log.info("wrote run %s (status %s)", result.dir, result.summary.get("status"))
+    return result
+
+
+def _run(cfg: Config, out: str | Path | None, write: bool, force: bool, progress: ProgressFn | None) -> Run:
     problem, engine, theory = prepare(cfg)
     run_dir, existed = None, False
     if write:
@@ -187,14 +217,46 @@ def _remove_started(run_dir: Path, existed: bool) -> None:
             run_dir.rmdir()
 
 
+def load_run(path: str | Path, require_finished: bool = True) -> Run:
+    """Load a run directory written by ``run`` (its params too, when params.pt exists).
 
-def load_run(path: str | Path) -> Run:
-    """Load a run directory written by ``run``."""
+    With ``require_finished`` (the default; ``analyze`` and ``evaluate`` rely on it) a run whose
+    summary still says ``running`` (killed, or still training) is refused, and so is one whose
+    config.yaml does not match the ``config_hash`` in its summary (files of two different runs)."""
     p = Path(path)
     if not (p / SUMMARY_FILE).is_file():
         raise UserInputError(f"{path}: not a run directory (no {SUMMARY_FILE})")
+    summary = read_summary(p)
     cfg = load_config(p / CONFIG_FILE)
+    if require_finished:
+        check_finished(p, cfg, summary)
     metrics = (
         metrics_frame(read_metrics_table(p)) if (p / METRICS_FILE).is_file() else pd.DataFrame()
     )
-    return Run(cfg, read_summary(p), metrics, p)
+    params = read_params(p) if (p / PARAMS_FILE).is_file() else None
+    return Run(cfg, summary, metrics, p, params)
+
+
+def check_finished(run_dir: Path, cfg: Config, summary: dict[str, Any]) -> None:
+    """Refuse a run that never finished or whose files belong to different runs."""
+    status = summary.get("status")
+    if status in (None, "running"):
+        raise UserInputError(f"{run_dir}: the run did not finish (summary status {status!r}: still running, or "
+                             "killed; rerun it with --force)")
+    recorded = summary.get("config_hash")
+    if recorded is not None and recorded != cfg.config_hash():
+        raise UserInputError(f"{run_dir}: {CONFIG_FILE} does not match the config_hash of {SUMMARY_FILE} "
+                             "(files of different runs; rerun it with --force)")
+
+
+def analyze_run(run_dir: str | Path, osc_tol: float = 1e-4, write: bool = True) -> dict[str, Any]:
+    """Analyse a finished run directory with its own settings (analysis.t1_level,
+    analysis.eps_attn, train.eps) and, with ``write``, save the result as analysis.json beside its
+    metrics (an OSError from that write propagates; the result is computed first)."""
+    loaded = load_run(run_dir)
+    if loaded.metrics.empty:
+        raise UserInputError(f"{run_dir}: the run has no {METRICS_FILE} to analyse")
+    result = analyze_run_object(loaded, osc_tol)
+    if write:
+        atomic_write_json(Path(run_dir) / ANALYSIS_FILE, result)
+    return result

@@ -33,6 +33,15 @@ from .train_batch import train_kernel_batch
 BatchProgressFn = Callable[[int, int], None]  # (runs finished, runs in all)
 
 
+class RunsInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM stopped ``run_many``: ``runs`` holds, in the order of the configs, the runs
+    that ended (the interrupted ones with status ``interrupted``) and None for those never started."""
+
+    def __init__(self, runs: list[Run | None]) -> None:
+        super().__init__("interrupted")
+        self.runs = runs
+
+
 def batchable_config(cfg: Config) -> bool:
     """Kernel engine in S space (``auto`` means S unless Adam) trained by gd or sgd."""
     return cfg.engine.kind == "kernel" and cfg.train.optimizer in ("gd", "sgd") and cfg.engine.space != "Q"
@@ -55,6 +64,8 @@ def run_many(configs: list[Config], progress: BatchProgressFn | None = None) -> 
     """Train every config (write=False semantics: nothing is written; the caller writes).
 
     Returns one Run per config, in order. ``progress(finished, total)`` is called as runs end.
+    A trainer records Ctrl-C as status ``interrupted``; run_many then stops, raising
+    ``RunsInterrupted`` (a KeyboardInterrupt) with the runs so far, instead of training the rest.
     """
     total = len(configs)
     finished = 0
@@ -80,7 +91,14 @@ def run_many(configs: list[Config], progress: BatchProgressFn | None = None) -> 
                     engine.M.copy_(outcome.final_scores)  # so that model_state() is the trained Q
             runs[i] = Run(cfg, make_summary(cfg, problem, theory, outcome), metrics_frame(rec.table()),
                           params=engine.model_state())
+        _stop_if_interrupted(runs, group)
     for i in rest:
         runs[i] = run_one(configs[i], write=False)
         tick()
+        _stop_if_interrupted(runs, [i])
     return runs  # type: ignore[return-value]
+
+
+def _stop_if_interrupted(runs: list[Run | None], indices: list[int]) -> None:
+    if any(runs[i] is not None and runs[i].summary.get("status") == "interrupted" for i in indices):
+        raise RunsInterrupted(runs)

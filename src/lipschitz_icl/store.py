@@ -29,6 +29,10 @@ from .errors import UserInputError
 
 CONFIG_FILE, METRICS_FILE, SUMMARY_FILE = "config.yaml", "metrics.parquet", "summary.json"
 PARAMS_FILE = "params.pt"
+ANALYSIS_FILE = "analysis.json"  # written by ``analyze``
+# every file a run directory gets from run, analyze and evaluate: what ``--force`` removes first
+RUN_OUTPUT_FILES = (SUMMARY_FILE, METRICS_FILE, PARAMS_FILE, CONFIG_FILE, ANALYSIS_FILE,
+                    "evaluation.parquet", "evaluation.csv", "evaluation.png")
 
 
 TMP_SUFFIX = ".tmp"  # temporary files are ``.<name>.<random>.tmp`` beside their target
@@ -39,6 +43,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
     try:
+        with contextlib.suppress(OSError, AttributeError):  # mkstemp makes 0600; honour the umask
+            os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as fh:
             _write(fh, data, path)
             fh.flush()
@@ -48,6 +54,17 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
     _fsync_dir(path.parent)
+
+
+_UMASK_LOCK = threading.Lock()
+
+
+def _umask() -> int:
+    """The process umask (read by setting and restoring it, under a lock)."""
+    with _UMASK_LOCK:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
 
 
 def _write(fh, data: bytes, target: Path) -> None:  # noqa: ARG001 - target: for fault injection in tests
@@ -196,31 +213,75 @@ def safe_name(text: str) -> str:
 
 
 def prepare_run_dir(out: str | Path | None, default_name: str, root: str | Path = "runs", force: bool = False) -> Path:
-    """Choose and create the run directory. An explicit ``out`` that already holds a run is
-    refused unless ``force``; a default name gets a numeric suffix instead of clobbering."""
-    if out is not None:
+    """Choose and create the run directory. An explicit ``out`` that already holds files is
+    refused unless ``force``, which first removes the previous run's files (``RUN_OUTPUT_FILES``);
+    a default name gets the first free numeric suffix, claimed atomically (``mkdir`` fails if
+    another process took it first), so simultaneous runs never share a directory."""
+    if out is None:
+        path = claim_new_dir(Path(root) / safe_name(default_name))
+    else:
         path = Path(out)
         if path.exists() and not path.is_dir():
             raise UserInputError(f"--out {out}: exists and is not a directory")
-        if path.is_dir() and any(path.iterdir()) and not force:
-            raise UserInputError(f"--out {out}: already holds files (choose another folder or pass --force)")
-    else:
-        base = Path(root) / safe_name(default_name)
-        path, i = base, 1
-        while path.exists():
-            path, i = base.with_name(f"{base.name}-{i}"), i + 1
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UserInputError(f"{path}: cannot create the run directory ({e.strerror})") from None
+        if path.is_dir() and any(path.iterdir()):
+            if not force:
+                raise UserInputError(f"--out {out}: already holds files (choose another folder or pass --force)")
+            clear_run_files(path)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UserInputError(f"{path}: cannot create the run directory ({e.strerror})") from None
     if not os.access(path, os.W_OK):
         raise UserInputError(f"{path}: the run directory is not writable")
     return path
 
 
+def claim_new_dir(base: Path, tries: int = 10_000) -> Path:
+    """Create ``base``, or ``base-1``, ``base-2``, ... : the first that did not exist."""
+    try:
+        base.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserInputError(f"{base.parent}: cannot create the folder ({e.strerror})") from None
+    for i in range(tries):
+        path = base if i == 0 else base.with_name(f"{base.name}-{i}")
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise UserInputError(f"{path}: cannot create the directory ({e.strerror})") from None
+        return path
+    raise UserInputError(f"{base}: no free directory name after {tries} tries")
+
+
+def clear_run_files(run_dir: Path) -> None:
+    """Remove a previous run's files (summary.json first, so a half-cleared folder is never
+    taken for a run) and stray temporary files; other files are left alone."""
+    try:
+        for name in RUN_OUTPUT_FILES:
+            (run_dir / name).unlink(missing_ok=True)
+        for tmp in run_dir.glob(f".*{TMP_SUFFIX}"):
+            tmp.unlink(missing_ok=True)
+    except OSError as e:
+        raise UserInputError(f"--out {run_dir}: cannot remove the previous run's files ({e.strerror})") from None
+
+
 def read_summary(run_dir: str | Path) -> dict:
-    return json.loads((Path(run_dir) / SUMMARY_FILE).read_text())
+    """summary.json of a run; a file that is not a JSON object is bad input naming the file."""
+    path = Path(run_dir) / SUMMARY_FILE
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise UserInputError(f"{path}: not a valid summary (cannot be read as JSON: {e})") from None
+    if not isinstance(summary, dict):
+        raise UserInputError(f"{path}: not a valid summary (expected a JSON object)")
+    return summary
 
 
 def read_metrics_table(run_dir: str | Path) -> pa.Table:
-    return pq.read_table(Path(run_dir) / METRICS_FILE)
+    """metrics.parquet of a run; a corrupt file is bad input naming the file."""
+    path = Path(run_dir) / METRICS_FILE
+    try:
+        return pq.read_table(path)
+    except (pa.ArrowException, ValueError) as e:
+        raise UserInputError(f"{path}: cannot be read as a parquet table ({type(e).__name__})") from None

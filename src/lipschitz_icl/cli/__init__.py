@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import torch
 import typer
 
+from ..threads import configured_threads
 from .analyze import analyze_command
 from .bench import bench_command
 from .evaluate import evaluate_command
@@ -39,13 +41,6 @@ app.command("bench")(bench_command)
 
 
 def main() -> None:
-    # The toolkit's tensors are small: one thread avoids oversubscription on shared machines
-    # (measured: the quickstart took 35 s with torch's default threads on a busy 2-core
-    # machine, 1.1 s with one). LIPSCHITZ_ICL_THREADS=N raises it for large d, N or K.
-    import os
-
-    import torch
-
-    threads = os.environ.get("LIPSCHITZ_ICL_THREADS", "1")
-    torch.set_num_threads(max(1, int(threads)) if threads.strip().isdigit() else 1)  # a bad value: 1
+    # the thread policy (one torch thread unless LIPSCHITZ_ICL_THREADS says otherwise): threads.py
+    torch.set_num_threads(configured_threads())
     app()

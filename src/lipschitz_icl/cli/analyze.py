@@ -5,12 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from ..analysis import ANALYSIS_FILE, analyze_run
+from ..analysis import analyze_run_object
+from ..api import load_run
 from ..errors import UserInputError
-from ..store import METRICS_FILE, SUMMARY_FILE
-from .common import fail, out, user_errors
+from ..store import ANALYSIS_FILE, METRICS_FILE, SUMMARY_FILE, atomic_write_json
+from .common import err, out, user_errors
 
 
 def _fmt(v) -> str:
@@ -51,14 +53,23 @@ def analyze_command(
     the irrelevant-feature attention after T_1, loss monotonicity and the convergence verdict.
     Writes analysis.json into each run directory."""
     with user_errors():
+        runs = []
         for d in run_dirs:
             if not d.is_dir():
                 raise UserInputError(f"{d}: no such run directory")
-            if not (d / SUMMARY_FILE).is_file() or not (d / METRICS_FILE).is_file():
+            run = load_run(d)  # refuses a run still `running` or with mismatched files
+            if run.metrics.empty:
                 raise UserInputError(f"{d}: not a run directory (needs {SUMMARY_FILE} and {METRICS_FILE})")
-        for d in run_dirs:
+            runs.append(run)
+        unwritten = 0
+        for d, run in zip(run_dirs, runs, strict=True):
+            res = analyze_run_object(run, osc_tol=osc_tol)
+            out.print(phase_table(res, escape(f"analysis {d}")))
             try:
-                res = analyze_run(d, osc_tol=osc_tol)
+                atomic_write_json(d / ANALYSIS_FILE, res)
             except OSError as e:
-                fail(f"{d}: cannot write {ANALYSIS_FILE} ({e.strerror})", 1)
-            out.print(phase_table(res, f"analysis {d}"))
+                unwritten += 1
+                err.print(f"[bold red]error:[/] {escape(f'{d}: cannot write {ANALYSIS_FILE} ({e.strerror or e})')}",
+                          highlight=False, soft_wrap=True)
+    if unwritten:
+        raise typer.Exit(1)

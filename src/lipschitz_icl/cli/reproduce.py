@@ -2,24 +2,62 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ..errors import UserInputError
+from ..experiments.checkpoint import ExperimentsInterrupted
+from ..report import sorted_claims
+from ..report import update_readme as write_readme
+from ..reproduce import available_suites, options_of, recorded_options, reproduce
+from ..store import claim_new_dir
+from .common import err, fail, progress_bar, sigterm_as_interrupt, user_errors
 from .common import out as console
-from .common import progress_bar, user_errors
 
 VERDICT_STYLE = {"supported": "green", "not supported": "red", "inconclusive": "yellow"}
 
 
-def _default_out(suite: str, quick: bool) -> Path:
+def _default_out(suite: str, quick: bool, resume: bool = False) -> Path:
+    """reproduce-out/<suite>[-quick], or the first free -1, -2, ..., created atomically so that two
+    simultaneous jobs never share it (with ``resume``: the base, as it is)."""
     base = Path("reproduce-out") / (suite + ("-quick" if quick else ""))
-    path, i = base, 1
-    while path.exists():
-        path, i = base.with_name(f"{base.name}-{i}"), i + 1
-    return path
+    return base if resume else claim_new_dir(base)
+
+
+def _choose_out(out_dir: Path | None, suite: str, quick: bool, seed: int, *, resume: bool,
+                force: bool) -> tuple[Path, bool]:
+    """The output directory and whether to resume in it: a non-empty one made with the same options
+    resumes (unless --force, which starts over); --resume requires such a directory."""
+    out = out_dir or _default_out(suite, quick, resume)
+    wanted = options_of(suite, quick, seed)
+    occupied = out.is_dir() and any(out.iterdir())
+    same = occupied and recorded_options(out) == wanted
+    if out.exists() and not out.is_dir():
+        raise UserInputError(f"--out {out}: exists and is not a directory")
+    if resume and not same:
+        found = recorded_options(out) if occupied else None
+        why = f"it was made with {found}" if found else "it holds no reproduce output"
+        raise UserInputError(f"--resume: {out} cannot be resumed with {wanted} ({why})")
+    if occupied and not same and not force:
+        raise UserInputError(f"--out {out}: already holds files (choose another folder or pass --force)")
+    return out, bool(same and (resume or not force))
+
+
+def _experiment_logger():
+    """One line per experiment started and finished, when stderr is not a terminal (logs, CI)."""
+    if err.is_terminal:
+        return None
+
+    def log(event: str, name: str, elapsed: float) -> None:
+        stamp = time.strftime("%H:%M:%S")
+        tail = f" in {elapsed:.1f} s" if event == "finished" else (" (saved result)" if event == "reused" else "")
+        err.print(escape(f"[{stamp}] {event} {name}{tail}"), highlight=False, soft_wrap=True)
+
+    return log
 
 
 def reproduce_command(
@@ -28,27 +66,27 @@ def reproduce_command(
     out_dir: Path = typer.Option(None, "--out", "-o", help="Output directory (default: reproduce-out/<suite>)."),
     seed: int = typer.Option(0, "--seed", min=0, help="Base seed of every experiment."),
     workers: int = typer.Option(1, "--workers", min=1, help="Parallel workers for multi-run experiments."),
-    force: bool = typer.Option(False, "--force", help="Write into --out even if it holds files."),
+    force: bool = typer.Option(False, "--force", help="Write into --out even if it holds files (start over)."),
+    resume: bool = typer.Option(False, "--resume", help="Finish an interrupted reproduce in --out (same options)."),
     update_readme: Path = typer.Option(None, "--update-readme", help="Replace the claims table in this README."),
 ) -> None:
     """Test the claims of the paper, its predecessor and the write-up (CLAIMS.md).
 
     Writes figures (PNG and PDF), claims.json, report.md and a self-contained report.html.
     Each claim gets a criterion fixed before the run, a measured statistic and a verdict:
-    supported, not supported or inconclusive.
+    supported, not supported or inconclusive. Ctrl-C or SIGTERM stops it with exit 130 and a
+    report whose unfinished claims say `interrupted`; the same command again (or --resume)
+    reuses the finished experiments and runs the rest.
     """
-    from ..report import update_readme as write_readme
-    from ..reproduce import available_suites, reproduce
-
-    with user_errors():
+    with user_errors(), sigterm_as_interrupt():
         allowed = [*available_suites(), "all"]
         if suite not in allowed:
             raise UserInputError(f"suite {suite!r} is not known (allowed: {', '.join(allowed)})")
-        if out_dir is not None and out_dir.exists() and any(out_dir.iterdir()) and not force:
-            raise UserInputError(f"--out {out_dir}: already holds files (choose another folder or pass --force)")
         if update_readme is not None and not update_readme.is_file():
             raise UserInputError(f"--update-readme {update_readme}: no such file")
-        out = out_dir or _default_out(suite, quick)
+        out, resuming = _choose_out(out_dir, suite, quick, seed, resume=resume, force=force)
+        if resuming:
+            err.print(escape(f"resuming in {out}: finished experiments are reused"), highlight=False)
         cmd = f"lipschitz-icl reproduce {suite}" + (" --quick" if quick else "")
         with progress_bar(transient=False) as bar:
             tasks: dict[str, int] = {}
@@ -58,17 +96,24 @@ def reproduce_command(
                     tasks[label] = bar.add_task(label, total=total, info="")
                 bar.update(tasks[label], completed=done, total=total)
 
-            claims, meta = reproduce(suite, out, quick=quick, seed=seed, workers=workers, progress=progress,
-                                     command=cmd)
-    table = Table(title=f"claims ({meta['size']} size, {meta['wall_s']:.0f} s) — {out}/report.html")
-    for col in ("claim", "verdict", "experiment", "s"):
-        table.add_column(col)
-    from ..report import sorted_claims
-
-    for c in sorted_claims(claims):
-        style = VERDICT_STYLE.get(c.verdict, "")
-        table.add_row(c.id, f"[{style}]{c.verdict}[/]", c.experiment, f"{c.wall_s:.0f}")
-    console.print(table)
+            try:
+                claims, meta = reproduce(suite, out, quick=quick, seed=seed, workers=workers, progress=progress,
+                                         command=cmd, resume=resuming, log=_experiment_logger())
+            except ExperimentsInterrupted as stop:
+                n = sum(c.statistic.get("status") == "interrupted" for c in stop.claims)
+                fail(f"interrupted ({stop.signal_name}): {n} claims marked interrupted in {out}/report.md; "
+                     f"run the same command again to finish", 130)
+    _print_claims(claims, meta, out)
     if update_readme is not None:
         ok = write_readme(update_readme, claims, str(out), meta)
         console.print(f"README table {'updated' if ok else 'NOT updated (markers missing)'}: {update_readme}")
+
+
+def _print_claims(claims, meta: dict, out: Path) -> None:
+    table = Table(title=escape(f"claims ({meta['size']} size, {meta['wall_s']:.0f} s) — {out}/report.html"))
+    for col in ("claim", "verdict", "experiment", "s"):
+        table.add_column(col)
+    for c in sorted_claims(claims):
+        style = VERDICT_STYLE.get(c.verdict, "")
+        table.add_row(escape(c.id), f"[{style}]{escape(c.verdict)}[/]", escape(c.experiment), f"{c.wall_s:.0f}")
+    console.print(table)

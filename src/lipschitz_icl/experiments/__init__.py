@@ -3,11 +3,10 @@ ClaimResults whose verdicts come from measurements. Not imported by the core."""
 
 from __future__ import annotations
 
-import time
-import traceback
 from collections.abc import Callable
 
-from .claims import INCONCLUSIVE, STATEMENTS, ClaimResult
+from .checkpoint import ExperimentLog, run_all
+from .claims import ClaimResult
 from .runner import Context
 
 Experiment = Callable[[Context], list[ClaimResult]]
@@ -43,17 +42,8 @@ def experiments_for(names: list[str]) -> list[Experiment]:
     return chosen
 
 
-def run_experiments(ctx: Context, experiments: list[Experiment]) -> list[ClaimResult]:
-    """Run each experiment; one that raises is recorded (its claims inconclusive) and the rest go on."""
-    results: list[ClaimResult] = []
-    for exp in experiments:
-        start = time.perf_counter()
-        try:
-            results.extend(exp(ctx))
-        except Exception as e:  # noqa: BLE001 - reported in the claims table, never a crash
-            ids = getattr(exp, "claims", None) or ["?"]
-            for cid in ids:
-                results.append(ClaimResult(cid, STATEMENTS.get(cid, ""), "(experiment failed)", {"error": repr(e)},
-                                           INCONCLUSIVE, notes=traceback.format_exc(limit=3),
-                                           experiment=exp.__name__, wall_s=round(time.perf_counter() - start, 2)))
-    return results
+def run_experiments(ctx: Context, experiments: list[Experiment], resume: bool = False,
+                    log: ExperimentLog | None = None) -> list[ClaimResult]:
+    """Run each experiment; one that raises is recorded (its claims inconclusive) and the rest go on.
+    Ctrl-C raises ``ExperimentsInterrupted``; ``resume`` reuses saved results (see ``checkpoint``)."""
+    return run_all(ctx, experiments, resume=resume, log=log)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..api import Run, write_run
-from ..batch import run_many
+from ..batch import RunsInterrupted, run_many
 from ..config import Config, apply_overrides, load_config, validate_config
 from .sizes import FULL, QUICK, Sizes
 
@@ -60,7 +60,8 @@ def run_group(ctx: Context, group: str, configs: list[Config], label: str | None
 
     Kernel-engine runs that share a shape are trained together as one tensor program
     (``batch.run_many``: identical numbers to one-by-one runs); with ``ctx.workers > 1`` the
-    group goes through the Dask sweep engine instead."""
+    group goes through the Dask sweep engine instead. On Ctrl-C the runs that ended (an interrupted
+    one with status ``interrupted``) are written before the KeyboardInterrupt goes on."""
     label = label or group
     group_dir = ctx.out / "runs" / group
     total = len(configs)
@@ -68,12 +69,21 @@ def run_group(ctx: Context, group: str, configs: list[Config], label: str | None
     if ctx.workers > 1:
         results = _run_on_dask(ctx, group_dir, configs, label)
     else:
-        results = run_many(configs, progress=lambda done, n: ctx.tick(label, done, n))
-        for i, (cfg, r) in enumerate(zip(configs, results, strict=True)):
-            write_run(r, group_dir / (cfg.name or f"run{i}"))
+        try:
+            results = run_many(configs, progress=lambda done, n: ctx.tick(label, done, n))
+        except RunsInterrupted as stop:
+            _write_group(group_dir, configs, stop.runs)
+            raise
+        _write_group(group_dir, configs, results)
     ctx.run_dirs.extend(str(r.dir.relative_to(ctx.out)) for r in results if r.dir is not None)
     ctx.tick(label, total, total)
     return results
+
+
+def _write_group(group_dir: Path, configs: list[Config], results: list[Run | None]) -> None:
+    for i, (cfg, r) in enumerate(zip(configs, results, strict=True)):
+        if r is not None:
+            write_run(r, group_dir / (cfg.name or f"run{i}"))
 
 
 def _run_on_dask(ctx: Context, group_dir: Path, configs: list[Config], label: str) -> list[Run]:
