@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from lipschitz_icl.experiments import experiments_for
 from lipschitz_icl.experiments.claims import VERDICTS
-from lipschitz_icl.experiments.ext_common import loglog_slope, phase_ratio
-from lipschitz_icl.experiments.extensions import EXTENSION_EXPERIMENTS
+from lipschitz_icl.experiments.measure import loglog_slope, phase_ratio
 from lipschitz_icl.experiments.runner import Context
 from lipschitz_icl.experiments.sizes import TINY
 
@@ -17,7 +17,7 @@ from lipschitz_icl.experiments.sizes import TINY
 def test_every_extension_runs_at_tiny_size(tmp_path):
     ctx = Context(out=tmp_path, quick=True, sizes=TINY)
     ids = []
-    for exp in EXTENSION_EXPERIMENTS:
+    for exp in experiments_for(["extensions"]):
         for c in exp(ctx):
             ids.append(c.id)
             assert c.id in exp.claims

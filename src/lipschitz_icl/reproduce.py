@@ -7,16 +7,15 @@ import datetime as _dt
 import time
 from pathlib import Path
 
-from .experiments import experiments_for, run_experiments, suites
+from .experiments import experiments_for, run_experiments, suite_names
 from .experiments.claims import ClaimResult
 from .experiments.runner import Context, ProgressHook
 from .report import software_meta, write_claims_json, write_report_html, write_report_md
 
-SUITE_NAMES = ("paper", "blog", "linear", "extensions")
-
 
 def available_suites() -> list[str]:
-    return [s for s in SUITE_NAMES if s in suites()]
+    """The suite names of the experiment registry, in claims-table order (``all`` runs them all)."""
+    return suite_names()
 
 
 def reproduce(
@@ -29,7 +28,7 @@ def reproduce(
     progress: ProgressHook | None = None,
     command: str = "",
 ) -> tuple[list[ClaimResult], dict]:
-    """Run a suite (paper | blog | linear | extensions | all) and write its report into ``out``."""
+    """Run a suite (one of ``available_suites()``, or ``all``) and write its report into ``out``."""
     names = available_suites() if suite == "all" else [suite]
     out.mkdir(parents=True, exist_ok=True)
     ctx = Context(out=out, quick=quick, seed=seed, workers=workers, progress=progress)

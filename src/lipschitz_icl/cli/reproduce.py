@@ -1,4 +1,4 @@
-"""``lipschitz-icl reproduce``: every claim of CLAIMS.md tested, with figures and a report."""
+"""``lipschitz-icl reproduce``: every claim of docs/CLAIMS.md tested, with figures and a report."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ import typer
 from rich.table import Table
 
 from ..errors import UserInputError
+from ..report import sorted_claims
+from ..report import update_readme as write_readme
+from ..reproduce import available_suites, reproduce
 from .common import out as console
 from .common import progress_bar, user_errors
 
@@ -23,7 +26,7 @@ def _default_out(suite: str, quick: bool) -> Path:
 
 
 def reproduce_command(
-    suite: str = typer.Argument("all", help="paper | blog | linear | extensions | all"),
+    suite: str = typer.Argument("all", help=" | ".join([*available_suites(), "all"])),
     quick: bool = typer.Option(False, "--quick", help="Reduced sizes: a few minutes on a laptop CPU."),
     out_dir: Path = typer.Option(None, "--out", "-o", help="Output directory (default: reproduce-out/<suite>)."),
     seed: int = typer.Option(0, "--seed", min=0, help="Base seed of every experiment."),
@@ -31,15 +34,12 @@ def reproduce_command(
     force: bool = typer.Option(False, "--force", help="Write into --out even if it holds files."),
     update_readme: Path = typer.Option(None, "--update-readme", help="Replace the claims table in this README."),
 ) -> None:
-    """Test the claims of the paper, its predecessor and the write-up (CLAIMS.md).
+    """Test the claims of the paper, its predecessor and the write-up (docs/CLAIMS.md).
 
     Writes figures (PNG and PDF), claims.json, report.md and a self-contained report.html.
     Each claim gets a criterion fixed before the run, a measured statistic and a verdict:
     supported, not supported or inconclusive.
     """
-    from ..report import update_readme as write_readme
-    from ..reproduce import available_suites, reproduce
-
     with user_errors():
         allowed = [*available_suites(), "all"]
         if suite not in allowed:
@@ -63,8 +63,6 @@ def reproduce_command(
     table = Table(title=f"claims ({meta['size']} size, {meta['wall_s']:.0f} s) — {out}/report.html")
     for col in ("claim", "verdict", "experiment", "s"):
         table.add_column(col)
-    from ..report import sorted_claims
-
     for c in sorted_claims(claims):
         style = VERDICT_STYLE.get(c.verdict, "")
         table.add_row(c.id, f"[{style}]{c.verdict}[/]", c.experiment, f"{c.wall_s:.0f}")
