@@ -2,6 +2,7 @@
 help and a ``reproduce`` run; suites and report order come from the claims table."""
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -75,3 +76,11 @@ def test_report_order_is_the_claims_table_order():
     results = [claim(cid, "", {}, True, False) for cid in ids]
     assert [c.id for c in sorted_claims(results)] == ["P2", "H1", "B2", "R1", "R3a", "R3b", "P10", "unknown"]
     assert claim_rank("P1") < claim_rank("H1") < claim_rank("B1") < claim_rank("R1")
+
+
+def test_docs_claims_lists_every_claim_with_its_statement_and_experiment():
+    text = (Path(__file__).resolve().parents[1] / "docs" / "CLAIMS.md").read_text()
+    experiment_of = {cid: exp.__name__ for exp in registry.registered() for cid in exp.claims}
+    for cid, statement in STATEMENTS.items():
+        row = f"| {cid} | {statement.replace('|', chr(92) + '|')} | `{experiment_of[cid]}`"
+        assert row in text, cid
