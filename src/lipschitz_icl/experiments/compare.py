@@ -1,6 +1,8 @@
 """Compare two ``reproduce`` output directories: the claims (statistics, verdicts, criteria,
 statements, figures, runs) of their claims.json, ignoring wall times, dates and experiment
-names, and each run's metrics.parquet bit for bit (and summary.json without its wall time).
+names; each run's metrics.parquet bit for bit; its config.yaml with the output directory's own
+path masked (feature files are written under it); and its summary.json without its wall time
+and config hash (the hash covers those paths).
 
     python -m lipschitz_icl.experiments.compare OLD_DIR NEW_DIR     # exit 1 when they differ
 """
@@ -15,7 +17,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 IGNORED_CLAIM_KEYS = ("wall_s", "experiment")  # timing, and names that a refactor may change
-IGNORED_SUMMARY_KEYS = ("wall_s",)
+IGNORED_SUMMARY_KEYS = ("wall_s", "config_hash")
 
 
 def _claims(path: Path) -> dict[str, dict[str, Any]]:
@@ -47,6 +49,10 @@ def runs_differences(old_runs: Path, new_runs: Path) -> list[str]:
     for r in sorted(a & b):
         if not pq.read_table(old_runs / r / "metrics.parquet").equals(pq.read_table(new_runs / r / "metrics.parquet")):
             out.append(f"run {r}: metrics differ")
+        ca, cb = ((root / r / "config.yaml").read_text().replace(str(root.parent.resolve()), "<out>")
+                  for root in (old_runs, new_runs))
+        if ca != cb:
+            out.append(f"run {r}: config differs")
         sa, sb = (json.loads((root / r / "summary.json").read_text()) for root in (old_runs, new_runs))
         if {k: v for k, v in sa.items() if k not in IGNORED_SUMMARY_KEYS} != {
                 k: v for k, v in sb.items() if k not in IGNORED_SUMMARY_KEYS}:
@@ -64,7 +70,7 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
         return 2
     diffs = compare_outputs(Path(argv[0]), Path(argv[1]))
-    print("\n".join(diffs) if diffs else "identical (ignoring wall times, dates and experiment names)")
+    print("\n".join(diffs) if diffs else "identical (ignoring wall times, dates, experiment names and the output path)")
     return 1 if diffs else 0
 
 

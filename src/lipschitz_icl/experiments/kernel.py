@@ -196,7 +196,7 @@ def exp_curriculum(ctx: Context) -> list[ClaimResult]:
             "T_curriculum <= 0.8 T_none; not supported if T_curriculum >= T_none; otherwise, or if either run "
             "misses eps within the budget, inconclusive.")
     S = ctx.sizes
-    eps_rel = 3e-2 if ctx.quick else 1e-3
+    eps_rel = S.curriculum_eps_rel
     cfg = kernel_base(ctx, "train.lr=1")
     L = 0.5 * L_star_of(cfg)
     cfg = with_overrides(cfg, [f"task.L={L:.6g}"])
@@ -241,7 +241,7 @@ def exp_linear_norm(ctx: Context) -> list[ClaimResult]:
             "[-2.8, -1.2] (e.g. near 0: no dependence on L, as B6 says) or a run ends with min_k Attn_k < 0.5; "
             "otherwise inconclusive.")
     S = ctx.sizes
-    eps_rel = 1e-2 if ctx.quick else 1e-3
+    eps_rel = S.linear_eps_rel
     cfg = kernel_base(ctx, "train.lr=1", "train.eps_mode=relative", f"train.eps={eps_rel}")
     Ls = grid([1.5, 2.0, 2.5, 3.0, 4.0], S.n_grid)
     configs = [with_overrides(cfg, [f"task.L={L:g}", f"name=L{L:g}"]) for L in Ls]

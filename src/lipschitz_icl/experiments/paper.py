@@ -86,8 +86,7 @@ def exp_tuned(ctx: Context) -> list[ClaimResult]:
              "same regime is faster at both.")
     cfg = paper_base(ctx, "train.eps=1e-6", f"train.steps={S.budget}")
     L_star = L_star_of(cfg)
-    Ls = [f * L_star for f in (0.25, 0.5, 2.0, 4.0)] if ctx.quick else [f * L_star for f in (0.25, 0.5, 0.7, 1.5,
-                                                                                              2.0, 4.0)]
+    Ls = [f * L_star for f in S.tuned_L_factors]
     emax = {L: eta_max(build_problem(with_overrides(cfg, [f"task.L={L:.6g}"]))) for L in Ls}
     stable = [with_overrides(cfg, [f"task.L={L:.6g}", f"train.lr={0.9 * emax[L]:.6g}", f"name=L{L:.3g}-0.9"])
               for L in Ls]
