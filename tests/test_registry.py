@@ -1,14 +1,17 @@
 """The experiment registry: a toy experiment registered in this file appears in the suites, the CLI's
 help and a ``reproduce`` run; suites and report order come from the claims table."""
 
+import importlib
 import json
 from pathlib import Path
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from lipschitz_icl import experiments, reproduce
 from lipschitz_icl.cli import app
+from lipschitz_icl.cli import reproduce as cli_reproduce
 from lipschitz_icl.experiments import claims, registry
 from lipschitz_icl.experiments.claims import STATEMENTS, ClaimResult, claim, claim_rank
 from lipschitz_icl.experiments.runner import Context
@@ -50,6 +53,19 @@ def test_cli_help_and_suite_check_come_from_the_registry():
     bad = CliRunner().invoke(app, ["reproduce", "nosuchsuite"])
     assert bad.exit_code == 2
     assert "nosuchsuite" in bad.output and all(n in bad.output for n in reproduce.available_suites())
+
+
+def test_toy_suite_appears_in_the_cli_help(toy_experiment, monkeypatch):
+    # the argument's help is built when the command is defined: define it again with the toy registered
+    try:
+        toy_app = typer.Typer()
+        toy_app.command("reproduce")(importlib.reload(cli_reproduce).reproduce_command)
+        toy_app.command("other")(lambda: None)  # two commands, so the app keeps the "reproduce" name
+        help_text = CliRunner().invoke(toy_app, ["reproduce", "--help"], terminal_width=200).output
+        assert f"extensions | {TOY_SUITE} | all" in help_text
+    finally:
+        monkeypatch.undo()
+        importlib.reload(cli_reproduce)
 
 
 def test_toy_suite_is_accepted_by_the_cli(toy_experiment, tmp_path):
