@@ -80,11 +80,18 @@ def test_the_four_suites_in_claims_table_order():
     assert tested == set(STATEMENTS)  # every claim of the table is tested by some experiment
 
 
-def test_an_experiment_needs_a_stated_claim_and_a_suite():
+def test_an_experiment_needs_a_stated_claim_a_suite_and_a_new_name(monkeypatch):
     with pytest.raises(ValueError, match="Z9"):
         registry.experiment("Z9", suites=("paper",))
     with pytest.raises(ValueError, match="suite"):
         registry.experiment("P1", suites=())
+    monkeypatch.setattr(registry, "_EXPERIMENTS", dict(registry._EXPERIMENTS))
+
+    def exp_regimes(ctx):  # the name of a registered experiment
+        return []
+
+    with pytest.raises(ValueError, match="registered twice"):
+        registry.experiment("P1", suites=("paper",))(exp_regimes)
 
 
 def test_report_order_is_the_claims_table_order():
