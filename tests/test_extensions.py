@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from lipschitz_icl.experiments import experiments_for
 from lipschitz_icl.experiments.claims import VERDICTS
-from lipschitz_icl.experiments.ext_common import loglog_slope, phase_ratio
-from lipschitz_icl.experiments.extensions import EXTENSION_EXPERIMENTS
+from lipschitz_icl.experiments.measure import loglog_slope, phase_ratio
 from lipschitz_icl.experiments.runner import Context
 from lipschitz_icl.experiments.sizes import TINY
 
@@ -17,7 +17,7 @@ from lipschitz_icl.experiments.sizes import TINY
 def test_every_extension_runs_at_tiny_size(tmp_path):
     ctx = Context(out=tmp_path, quick=True, sizes=TINY)
     ids = []
-    for exp in EXTENSION_EXPERIMENTS:
+    for exp in experiments_for(["extensions"]):
         for c in exp(ctx):
             ids.append(c.id)
             assert c.id in exp.claims
@@ -40,3 +40,11 @@ def test_loglog_slope_and_phase_ratio_on_planted_data():
     rho, t_s, t_h, t_9 = phase_ratio(pd.Series(vals, index=steps), K=4)
     assert (t_h, t_9) == (10, 50) and rho == pytest.approx(40 / (10 - t_s))
     assert math.isnan(phase_ratio(pd.Series(np.full(5, 0.3)), K=4)[0])
+
+
+def test_experiments_take_their_sizes_from_the_context_alone(tmp_path):
+    # one size system: the context's Sizes decides, not ctx.quick (TINY asks eps_rel = 3e-2 of B7
+    # even in a context that is not quick)
+    exp = next(e for e in experiments_for(["extensions"]) if "B7" in e.claims)
+    (result,) = exp(Context(out=tmp_path, quick=False, sizes=TINY))
+    assert result.statistic["eps_rel"] == TINY.curriculum_eps_rel

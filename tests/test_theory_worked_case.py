@@ -1,4 +1,4 @@
-"""The worked case of DESIGN.md: orthonormal features, linear class (w uniform on the sphere of
+"""The worked case of docs/DESIGN.md: orthonormal features, linear class (w uniform on the sphere of
 radius L): Sigma = (L^2/d) I, Delta = sqrt 2, delta = 1/sqrt d, L* = sqrt(d/2)."""
 
 import math

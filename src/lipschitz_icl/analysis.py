@@ -1,6 +1,6 @@
 """Dynamics analysis of one run, from its tidy metrics table (step, metric, k, n, value).
 
-Definitions (symbols as in DESIGN.md; every step is a recorded step of the table):
+Definitions (symbols as in docs/DESIGN.md; every step is a recorded step of the table):
 
     T_1        first step with min_k Attn_k >= t1_level (default 1/2): end of the fast phase.
                Resolution: train.log_every, refined to the trainer's exact step when the run's

@@ -1,6 +1,6 @@
 """Run configuration: pydantic v2 models, YAML in and out, dotted ``key.sub=value`` overrides.
 
-Symbols follow DESIGN.md: K, d features; p_k token probabilities; sigma token noise; N context
+Symbols follow docs/DESIGN.md: K, d features; p_k token probabilities; sigma token noise; N context
 tokens; L the Lipschitz bound of the task class; tau label noise; eta the step size.
 """
 

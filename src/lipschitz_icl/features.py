@@ -1,6 +1,6 @@
 """Feature sets: K vectors v_1..v_K in R^d, token probabilities p_k, and token noise sigma.
 
-A token of feature z is x = v_z + sigma * xi with xi ~ N(0, I_d / d) (DESIGN.md).
+A token of feature z is x = v_z + sigma * xi with xi ~ N(0, I_d / d) (docs/DESIGN.md).
 """
 
 from __future__ import annotations

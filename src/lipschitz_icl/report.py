@@ -9,25 +9,24 @@ import base64
 import html
 import json
 import platform
-import re
 from pathlib import Path
 from typing import Any
 
-from .experiments.claims import VERDICTS, ClaimResult
+import matplotlib
+import numpy
+import torch
+
+from . import __version__
+from .experiments.claims import VERDICTS, ClaimResult, claim_rank
 from .store import atomic_write_text
 
 VERDICT_COLOURS = {"supported": "#1a7f37", "not supported": "#cf222e", "inconclusive": "#9a6700"}
 README_START, README_END = "<!-- claims:start -->", "<!-- claims:end -->"
 
 
-def _order(cid: str) -> tuple:
-    m = re.match(r"([A-Z]+)(\d+)", cid)
-    prefix_rank = {"P": 0, "H": 1, "B": 2, "R": 3}
-    return (prefix_rank.get(m.group(1), 9), int(m.group(2))) if m else (9, 0)
-
-
 def sorted_claims(claims: list[ClaimResult]) -> list[ClaimResult]:
-    return sorted(claims, key=lambda c: _order(c.id))
+    """Claims in the order of the claims table (experiments.claims.STATEMENTS)."""
+    return sorted(claims, key=lambda c: claim_rank(c.id))
 
 
 def write_claims_json(out: Path, claims: list[ClaimResult], meta: dict) -> Path:
@@ -142,12 +141,6 @@ padding-left:1em}}</style></head><body>
 
 
 def software_meta() -> dict[str, str]:
-    import matplotlib
-    import numpy
-    import torch
-
-    from . import __version__
-
     return {"lipschitz_icl": __version__, "torch": torch.__version__, "numpy": numpy.__version__,
             "matplotlib": matplotlib.__version__, "python": platform.python_version(),
             "machine": f"{platform.machine()} {platform.system()}"}

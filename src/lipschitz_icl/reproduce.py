@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from . import __version__
-from .experiments import experiments_for, run_experiments, suites
+from .experiments import experiments_for, run_experiments, suite_names
 from .experiments.checkpoint import ExperimentLog, ExperimentsInterrupted
 from .experiments.claims import ClaimResult
 from .experiments.runner import Context, ProgressHook
@@ -23,11 +23,10 @@ from .store import atomic_write_json, deferred_signals
 
 MANIFEST_FILE = "reproduce.json"  # the options an output directory was made with
 
-SUITE_NAMES = ("paper", "blog", "linear", "extensions")
-
 
 def available_suites() -> list[str]:
-    return [s for s in SUITE_NAMES if s in suites()]
+    """The suite names of the experiment registry, in claims-table order (``all`` runs them all)."""
+    return suite_names()
 
 
 def options_of(suite: str, quick: bool, seed: int) -> dict:
@@ -56,7 +55,7 @@ def reproduce(
     resume: bool = False,
     log: ExperimentLog | None = None,
 ) -> tuple[list[ClaimResult], dict]:
-    """Run a suite (paper | blog | linear | extensions | all) and write its report into ``out``.
+    """Run a suite (one of ``available_suites()``, or ``all``) and write its report into ``out``.
 
     ``resume`` reuses the experiments already finished in ``out`` with the same options. On Ctrl-C
     the report is still written (meta ``status: interrupted``) and ``ExperimentsInterrupted``

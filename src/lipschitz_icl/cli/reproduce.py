@@ -1,4 +1,4 @@
-"""``lipschitz-icl reproduce``: every claim of CLAIMS.md tested, with figures and a report."""
+"""``lipschitz-icl reproduce``: every claim of docs/CLAIMS.md tested, with figures and a report."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def _experiment_logger():
 
 
 def reproduce_command(
-    suite: str = typer.Argument("all", help="paper | blog | linear | extensions | all"),
+    suite: str = typer.Argument("all", help=" | ".join([*available_suites(), "all"])),
     quick: bool = typer.Option(False, "--quick", help="Reduced sizes: a few minutes on a laptop CPU."),
     out_dir: Path = typer.Option(None, "--out", "-o", help="Output directory (default: reproduce-out/<suite>)."),
     seed: int = typer.Option(0, "--seed", min=0, help="Base seed of every experiment."),
@@ -70,7 +70,7 @@ def reproduce_command(
     resume: bool = typer.Option(False, "--resume", help="Finish an interrupted reproduce in --out (same options)."),
     update_readme: Path = typer.Option(None, "--update-readme", help="Replace the claims table in this README."),
 ) -> None:
-    """Test the claims of the paper, its predecessor and the write-up (CLAIMS.md).
+    """Test the claims of the paper, its predecessor and the write-up (docs/CLAIMS.md).
 
     Writes figures (PNG and PDF), claims.json, report.md and a self-contained report.html.
     Each claim gets a criterion fixed before the run, a measured statistic and a verdict:

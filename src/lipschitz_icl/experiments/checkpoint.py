@@ -26,9 +26,9 @@ from typing import Any
 from .. import __version__
 from ..store import SUMMARY_FILE, atomic_write_json
 from .claims import INCONCLUSIVE, STATEMENTS, ClaimResult
+from .registry import Experiment
 from .runner import Context
 
-Experiment = Callable[[Context], list[ClaimResult]]
 ExperimentLog = Callable[[str, str, float], None]  # (event: started | finished | reused, name, elapsed s)
 CHECKPOINT_DIR = "experiments"
 BAD_STATUSES = ("interrupted", "failed")

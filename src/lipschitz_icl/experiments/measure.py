@@ -1,14 +1,50 @@
-"""Measurements the experiments share, on runs (api.Run) and their metric series."""
+"""Measurements the experiments share: on configs (L*), on runs (api.Run) and their step-indexed
+metric series, and log-log fits of the measured times."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
+import pandas as pd
 
 from ..analysis import first_step
 from ..api import Run
+from ..config import Config
 from ..fits import Fit, fit_loglog
+from ..problem import build_problem
+from ..theory import theory_of
+
+
+def L_star_of(cfg: Config) -> float:
+    """The threshold L* = 1 / (Delta delta) of the config's setting (theory.theory_of)."""
+    return theory_of(build_problem(cfg)).L_star
+
+
+def crossing_step(series: pd.Series, level: float, above: bool = True) -> int | None:
+    """First recorded step at which a step-indexed series reaches level (>= when above, else <=)."""
+    return first_step(series.index.to_numpy(), series.to_numpy(), level, above)
+
+
+def tail_mean(series: pd.Series, frac: float = 0.2) -> float:
+    """Mean of the last ``frac`` of the recorded values (smooths minibatch noise)."""
+    vals = series.dropna().to_numpy()
+    if vals.size == 0:
+        return math.nan
+    return float(vals[-max(1, int(round(frac * vals.size))):].mean())
+
+
+def phase_ratio(attn_min: pd.Series, K: int, hi: float = 0.9) -> tuple[float, int | None, int | None, int | None]:
+    """(rho, T_start, T_half, T_hi): rho = (T_hi - T_half) / (T_half - T_start), the slow creep from
+    1/2 to ``hi`` over the fast rise to 1/2; T_start is the first step 10% of the way from 1/K to 1/2
+    (so a plateau before the rise is not counted as the fast phase). rho is nan when a level is
+    not reached."""
+    start_level = 1 / K + 0.1 * (0.5 - 1 / K)
+    t_s, t_h, t_9 = (crossing_step(attn_min, start_level), crossing_step(attn_min, 0.5),
+                     crossing_step(attn_min, hi))
+    if t_s is None or t_h is None or t_9 is None:
+        return math.nan, t_s, t_h, t_9
+    return (t_9 - t_h) / max(t_h - t_s, 1), t_s, t_h, t_9
 
 
 def loss_times(run: Run, eps_list: list[float], relative: bool = False) -> dict[float, int | None]:
@@ -66,3 +102,19 @@ def intervals_overlap(a: Fit | None, b: Fit | None) -> bool | None:
     if a is None or b is None:
         return None
     return not (a.hi < b.lo or b.hi < a.lo)
+
+
+def loglog_slope(x: list[float], y: list[float]) -> tuple[float, float]:
+    """Least-squares slope of log y on log x and its standard error (nan when undetermined)."""
+    pts = [(a, b) for a, b in zip(x, y, strict=True) if a and b and a > 0 and b > 0 and math.isfinite(b)]
+    if len(pts) < 2:
+        return math.nan, math.nan
+    lx, ly = np.log([p[0] for p in pts]), np.log([p[1] for p in pts])
+    A = np.column_stack([np.ones_like(lx), lx])
+    coef, *_ = np.linalg.lstsq(A, ly, rcond=None)
+    if len(pts) == 2:
+        return float(coef[1]), math.nan
+    resid = ly - A @ coef
+    s2 = float(resid @ resid) / (len(pts) - 2)
+    se = math.sqrt(s2 / float(((lx - lx.mean()) ** 2).sum()))
+    return float(coef[1]), se

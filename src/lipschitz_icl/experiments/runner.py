@@ -1,18 +1,22 @@
 """Running an experiment's configs: through the sweep engine when it is available, writing each
-run under ``<out>/runs/<group>/``, and reporting progress to a callback."""
+run under ``<out>/runs/<group>/``, and reporting progress to a callback. Also the base configs
+the experiments start from and the wrapper that runs one with a single torch thread."""
 
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..api import Run, write_run
+import numpy as np
+
+from ..api import Run, load_run, write_run
 from ..batch import RunsInterrupted, run_many
 from ..config import Config, apply_overrides, load_config, validate_config
-from .sizes import FULL, QUICK, Sizes
+from ..sweep import run_configs
+from ..threads import single_threaded_torch
+from .sizes import Sizes, sizes
 
 ProgressHook = Callable[[str, int, int], None]  # (label, done, total)
 
@@ -29,7 +33,7 @@ class Context:
 
     def __post_init__(self) -> None:
         if self.sizes is None:
-            self.sizes = QUICK if self.quick else FULL
+            self.sizes = sizes(self.quick)
 
     def tick(self, label: str, done: int, total: int) -> None:
         if self.progress is not None:
@@ -87,9 +91,6 @@ def _write_group(group_dir: Path, configs: list[Config], results: list[Run | Non
 
 
 def _run_on_dask(ctx: Context, group_dir: Path, configs: list[Config], label: str) -> list[Run]:
-    from ..api import load_run
-    from ..sweep import run_configs
-
     index = run_configs(configs, group_dir, workers=ctx.workers,
                         progress=lambda done, failed, n: ctx.tick(label, done + failed, n))
     name_of = dict(zip(index["config_hash"], index["name"], strict=True))
@@ -100,24 +101,53 @@ def rel_runs(ctx: Context, runs: list[Run]) -> list[str]:
     return [str(r.dir.relative_to(ctx.out)) for r in runs if r.dir is not None]
 
 
-def experiment(*claim_ids: str):
-    """Decorator for an experiment: records which claims it tests (so a failure can be reported
-    against them) and sets each result's wall time and experiment name."""
-
-    def wrap(fn):
-        @functools.wraps(fn)
-        def wrapper(ctx: Context):
-            start = time.perf_counter()
-            results = fn(ctx)
-            for r in results:
-                r.wall_s = round(time.perf_counter() - start, 2)
-                r.experiment = r.experiment or fn.__name__
-            return results
-
-        wrapper.claims = list(claim_ids)
-        return wrapper
-
-    return wrap
+def paper_base(ctx: Context, *extra: str) -> Config:
+    """The quickstart setting at the context's sizes (draws B, step budget, logging) and seed: the
+    starting point of the paper, write-up and linear suites."""
+    S = ctx.sizes
+    return base_config([f"engine.draws={S.draws}", f"train.steps={S.budget}", f"train.log_every={S.log_every}",
+                        f"seed={ctx.seed}", *extra])
 
 
-__all__ = ["Context", "base_config", "load_config", "rel_runs", "run_group", "experiment", "with_overrides"]
+def kernel_base(ctx: Context, *extra: str) -> Config:
+    """The quickstart setting on the kernel engine (K = 5 orthonormal, d = 5, N = 50, GD) at the
+    extensions' sizes."""
+    S = ctx.sizes
+    return base_config([f"engine.draws={S.draws}", f"train.steps={S.ext_kernel_steps}",
+                        f"train.log_every={S.ext_log_every}", f"task.kernel_samples={S.kernel_samples}",
+                        f"eval.functions={S.test}", f"seed={ctx.seed}", *extra])
+
+
+def sampled_base(ctx: Context, *extra: str) -> Config:
+    """A small sampled-engine setting: K = 4 orthonormal features in d = 4, N = 16, linear L = 2."""
+    S = ctx.sizes
+    return base_config([
+        "features.K=4", "features.d=4", "prompt.N=16", "engine.kind=sampled", f"engine.batch={S.batch}",
+        f"train.steps={S.sampled_steps}", f"train.log_every={S.ext_log_every}", f"eval.functions={S.test}",
+        f"task.kernel_samples={S.kernel_samples}", f"seed={ctx.seed}", *extra,
+    ])
+
+
+def grid(values: list[float], n: int) -> list[float]:
+    """n values spread over ``values`` (its ends always included)."""
+    if n >= len(values):
+        return list(values)
+    idx = np.unique(np.round(np.linspace(0, len(values) - 1, max(n, 2))).astype(int))
+    return [values[i] for i in idx]
+
+
+def single_threaded(fn):
+    """Run an experiment with one torch thread (its problems are tiny)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with single_threaded_torch():
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+__all__ = [
+    "Context", "base_config", "grid", "kernel_base", "load_config", "paper_base", "rel_runs", "run_group",
+    "sampled_base", "single_threaded", "with_overrides",
+]

@@ -1,4 +1,6 @@
-"""Experiment sizes: ``quick`` (minutes on a laptop, verdicts may be inconclusive) and full."""
+"""Experiment sizes, one set for every suite: ``TINY`` (the test suite: every experiment end to end
+in seconds, verdicts mostly inconclusive), ``QUICK`` (minutes on a laptop, verdicts may be
+inconclusive) and ``FULL``. The context carries one; every experiment reads its fields."""
 
 from __future__ import annotations
 
@@ -7,26 +9,48 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Sizes:
-    draws: int  # kernel engine count draws B
+    # the paper, write-up and linear suites
+    draws: int  # kernel engine count draws B (every suite)
     budget: int  # step budget per run
     log_every: int
     n_L: int  # values of L in the scaling sweep
     seeds: int
     eps_rel: float  # accuracy asked in the scaling sweeps, relative to the initial loss
-    blog_seeds: int
-    finite_M: tuple[int, ...]  # training-set sizes (B2)
+    blog_seeds: int  # seeds of the write-up's experiment (B5)
+    finite_M: tuple[int, ...]  # training-set sizes n (B2)
+    tuned_L_factors: tuple[float, ...]  # values of L / L* at tuned step sizes (P6, P7)
+    # the extensions suite
+    ext_kernel_steps: int  # step budget of its kernel-engine runs
+    ext_log_every: int
+    sampled_steps: int  # step budget of sampled-engine runs
+    batch: int  # prompts per step (sampled engine)
+    test: int  # unseen test prompts per run
+    n_grid: int  # values per sweep (L, sigma, tau, M)
+    kernel_samples: int  # Monte-Carlo functions for Sigma
+    continuous_steps: int  # Adam steps per L (R6)
+    transformer_steps: int  # Adam steps of the 2-layer 4-head transformer (R7)
+    curriculum_steps: int  # step budget of each curriculum run (B7)
+    curriculum_eps_rel: float  # accuracy asked of the curriculum runs, relative to the initial loss (B7)
+    linear_eps_rel: float  # accuracy asked in the linear case, relative to the initial loss (R8)
     blog_steps: int = 500  # the write-up's experiment: 500 Adam steps
 
 
 QUICK = Sizes(draws=32, budget=3000, log_every=5, n_L=8, seeds=2, eps_rel=3e-2, blog_seeds=2,
-              finite_M=(16, 64, 256))
+              finite_M=(16, 64, 256), tuned_L_factors=(0.25, 0.5, 2.0, 4.0),
+              ext_kernel_steps=1000, ext_log_every=10, sampled_steps=300, batch=128, test=256, n_grid=3,
+              kernel_samples=1024, continuous_steps=300, transformer_steps=300, curriculum_steps=4000,
+              curriculum_eps_rel=3e-2, linear_eps_rel=1e-2)
 FULL = Sizes(draws=128, budget=40000, log_every=10, n_L=10, seeds=3, eps_rel=1e-3, blog_seeds=5,
-             finite_M=(16, 32, 64, 128, 256, 1024))
+             finite_M=(16, 32, 64, 128, 256, 1024), tuned_L_factors=(0.25, 0.5, 0.7, 1.5, 2.0, 4.0),
+             ext_kernel_steps=20000, ext_log_every=20, sampled_steps=3000, batch=512, test=2048, n_grid=5,
+             kernel_samples=4096, continuous_steps=3000, transformer_steps=4000, curriculum_steps=80000,
+             curriculum_eps_rel=1e-3, linear_eps_rel=1e-3)
+TINY = Sizes(draws=8, budget=150, log_every=5, n_L=5, seeds=1, eps_rel=0.2, blog_seeds=1, finite_M=(8, 16),
+             tuned_L_factors=(0.25, 0.5, 2.0, 4.0),
+             ext_kernel_steps=120, ext_log_every=5, sampled_steps=40, batch=32, test=32, n_grid=2,
+             kernel_samples=256, continuous_steps=30, transformer_steps=30, curriculum_steps=200,
+             curriculum_eps_rel=3e-2, linear_eps_rel=1e-2, blog_steps=30)
 
 
 def sizes(quick: bool) -> Sizes:
     return QUICK if quick else FULL
-
-# for the test suite: every experiment end to end in seconds (verdicts mostly inconclusive)
-TINY = Sizes(draws=8, budget=150, log_every=5, n_L=5, seeds=1, eps_rel=0.2, blog_seeds=1, finite_M=(8, 16),
-             blog_steps=30)

@@ -1,4 +1,5 @@
-"""The write-up's experiment (CLAIMS.md), implemented as described with its evident bugs fixed.
+"""The companion write-up's experiment (docs/CLAIMS.md, B5), implemented as described with its
+evident bugs fixed.
 
 Width 128, 4 heads of size 32, one attention layer: W_Q, W_K, W_V map 128 -> 4 x 32 without
 bias, W_O maps the concatenated heads 128 -> 1 with bias; logits scaled by 1/sqrt(32). One

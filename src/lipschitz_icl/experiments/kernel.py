@@ -15,38 +15,30 @@ import torch
 from .. import plots
 from ..engines import build_engine, kernel_loss
 from ..problem import build_problem
-from ..theory import theory_of
 from .claims import ClaimResult, claim
-from .ext_common import ext_sizes, first_step, grid, kernel_base, loglog_slope, plain_log_ticks, single_threaded
-from .runner import Context, experiment, rel_runs, run_group, with_overrides
-
-
-def _L_star(cfg) -> float:
-    return theory_of(build_problem(cfg)).L_star
-
+from .figures import plain_log_ticks
+from .measure import L_star_of, crossing_step, loglog_slope
+from .registry import experiment
+from .runner import Context, grid, kernel_base, rel_runs, run_group, single_threaded, with_overrides
 
 # ----------------------------------------------------------------------------- R3a: imbalanced p_k
 
 
-@experiment("R3a")
+@experiment("R3a", suites=("extensions",))
 @single_threaded
 def exp_imbalanced(ctx: Context) -> list[ClaimResult]:
-    statement = ("Non-uniform p_k (R3): with imbalanced features (p_1 = 0.6, the other four 0.1 each) and a "
-                 "nonlinear class, the dominant feature converges first and every Attn_k still converges (H2 "
-                 "beyond the linear case).")
     crit = ("relu_net class, L = 2 L*, GD. T_conv(k): first step with Attn_k >= 0.9, recorded every 2 steps. "
             "Supported if T_conv(dominant) < T_conv(k) for every rare k (all reached within the budget); not "
             "supported if some rare feature reaches 0.9 no later than the dominant one; otherwise (e.g. a rare "
             "feature never reaches 0.9 within the budget) inconclusive.")
-    S = ext_sizes(ctx)
-    cfg = kernel_base(ctx, S, "task.kind=relu_net", "features.probs=imbalanced", "features.p_max=0.6",
+    cfg = kernel_base(ctx, "task.kind=relu_net", "features.probs=imbalanced", "features.p_max=0.6",
                       "train.eps_mode=relative", "train.eps=1e-3", "train.log_every=2")
-    L = 2 * _L_star(cfg)
+    L = 2 * L_star_of(cfg)
     runs = run_group(ctx, "ext-imbalanced", [with_overrides(cfg, [f"task.L={L:.6g}", "name=imbalanced"])],
                      "R3a imbalanced")
     run = runs[0]
     att = run.attention()
-    tc = {int(k): first_step(att[k], 0.9) for k in att.columns}
+    tc = {int(k): crossing_step(att[k], 0.9) for k in att.columns}
     rare = [tc[k] for k in tc if k != 0]
     stat = {"L": L, "T_conv_by_feature": tc, "T_conv_dominant": tc[0],
             "T_conv_rare_min": None if any(t is None for t in rare) else min(rare),
@@ -65,26 +57,23 @@ def exp_imbalanced(ctx: Context) -> list[ClaimResult]:
     axes[0][1].loglog(loss.index + 1, loss.values)
     axes[0][1].set(xlabel="step + 1", title="loss")
     fig_path = plots.save(fig, ctx.out, "ext_imbalanced")
-    return [claim("R3a", crit, stat, sup, ref, statement=statement, figures=[fig_path], runs=rel_runs(ctx, runs))]
+    return [claim("R3a", crit, stat, sup, ref, figures=[fig_path], runs=rel_runs(ctx, runs))]
 
 
 # ----------------------------------------------------------------------------- R3c: L far beyond L*
 
 
-@experiment("R3c")
+@experiment("R3c", suites=("extensions",))
 @single_threaded
 def exp_large_L(ctx: Context) -> list[ClaimResult]:
-    statement = ("L far beyond the sharp range (R3): with L up to 100 L* and a fixed step size, gradient descent "
-                 "still drives every Attn_k to 1 (no saturation on a wrong pattern), and convergence to a "
-                 "relative accuracy does not slow down as L grows (B5's 'larger L converges faster').")
     crit = ("Gaussian features (K = 5, d = 8), relu_net class, eta = 1, L / L* on a grid up to 100, stop at loss "
             "<= 1e-3 x the initial loss. Supported if every run ends with min_k Attn_k >= 0.9 and T_eps at the "
             "largest L <= T_eps at the smallest; not supported if a run with L >= 10 L* ends with min_k Attn_k < "
             "0.5, or T_eps at the largest L > 2 x T_eps at the smallest; otherwise inconclusive.")
-    S = ext_sizes(ctx)
-    cfg = kernel_base(ctx, S, "features.kind=gaussian", "features.d=8", "task.kind=relu_net",
+    S = ctx.sizes
+    cfg = kernel_base(ctx, "features.kind=gaussian", "features.d=8", "task.kind=relu_net",
                       "train.eps_mode=relative", "train.eps=1e-3", "train.lr=1")
-    L_star = _L_star(cfg)
+    L_star = L_star_of(cfg)
     factors = grid([1.0, 3.0, 10.0, 30.0, 100.0], S.n_grid)
     configs = [with_overrides(cfg, [f"task.L={f * L_star:.6g}", f"name=L{f:g}Lstar"]) for f in factors]
     runs = run_group(ctx, "ext-large-L", configs, "R3c large L")
@@ -106,7 +95,7 @@ def exp_large_L(ctx: Context) -> list[ClaimResult]:
     axes[0][0].legend(fontsize=7)
     axes[0][1].set(xlabel="step + 1", ylabel="loss / initial loss", title="relative loss")
     fig_path = plots.save(fig, ctx.out, "ext_large_L")
-    return [claim("R3c", crit, stat, sup, ref, statement=statement, figures=[fig_path], runs=rel_runs(ctx, runs))]
+    return [claim("R3c", crit, stat, sup, ref, figures=[fig_path], runs=rel_runs(ctx, runs))]
 
 
 # ----------------------------------------------------------------------------- R3d: label noise
@@ -121,18 +110,15 @@ def _noise_floor(cfg) -> float:
     return float(kernel_loss(M, eng.counts, eng.test_sigmas["test_error"], eng.p, cfg.task.label_noise)[0])
 
 
-@experiment("R3d")
+@experiment("R3d", suites=("extensions",))
 @single_threaded
 def exp_label_noise(ctx: Context) -> list[ClaimResult]:
-    statement = ("Label noise: with noisy context labels y_i = f(x_i) + tau eps_i, the trained attention still "
-                 "converges to the query's own feature (min_k Attn_k >= 0.9) and the error on clean targets of "
-                 "unseen functions reaches the noise floor of averaging the own-feature labels.")
     crit = ("Quickstart setting (linear, L = 2, K = 5, N = 50), GD for the step budget, tau on a grid of 0.25 to 2. "
             "Floor: the error of perfect attention, 1/2 E[tau^2 / c_k] (+ prompts lacking feature k), on the same "
             "count draws. Supported if for every tau min_k Attn_k >= 0.9 and test error <= 2 x floor; not "
             "supported if for some tau min_k Attn_k < 0.5 or test error > 5 x floor; otherwise inconclusive.")
-    S = ext_sizes(ctx)
-    cfg = kernel_base(ctx, S, "train.eps=1e-9")  # no early stop: the floor is above any useful eps
+    S = ctx.sizes
+    cfg = kernel_base(ctx, "train.eps=1e-9")  # no early stop: the floor is above any useful eps
     taus = grid([0.25, 0.5, 1.0, 2.0], S.n_grid)
     configs = [with_overrides(cfg, [f"task.label_noise={t:g}", f"name=tau{t:g}"]) for t in taus]
     runs = run_group(ctx, "ext-label-noise", configs, "R3d label noise")
@@ -157,7 +143,7 @@ def exp_label_noise(ctx: Context) -> list[ClaimResult]:
     fig_path = plots.save(fig, ctx.out, "ext_label_noise")
     notes = ("With label noise the population optimum is not exactly a = e_k: moving a little mass off feature k "
              "lowers the noise term tau^2 sum_n a_n^2 / c_n to first order, so some shrinkage is expected.")
-    return [claim("R3d", crit, stat, sup, ref, statement=statement, figures=[fig_path], runs=rel_runs(ctx, runs),
+    return [claim("R3d", crit, stat, sup, ref, figures=[fig_path], runs=rel_runs(ctx, runs),
                   notes=notes)]
 
 
@@ -201,7 +187,7 @@ def curriculum_descent(cfg, L_high: float | None, budget: int, eps_rel: float) -
     return {"T": None, "loss": losses, "attn_min": attn, "switch": switch}
 
 
-@experiment("B7")
+@experiment("B7", suites=("extensions",))
 @single_threaded
 def exp_curriculum(ctx: Context) -> list[ClaimResult]:
     crit = ("Target L = L* / 2 (flat regime; quickstart features, linear class, eta = 1). Curriculum: GD at "
@@ -209,10 +195,10 @@ def exp_curriculum(ctx: Context) -> list[ClaimResult]:
             "target L from the start. T: first step with target loss <= eps_rel x its initial value. Supported if "
             "T_curriculum <= 0.8 T_none; not supported if T_curriculum >= T_none; otherwise, or if either run "
             "misses eps within the budget, inconclusive.")
-    S = ext_sizes(ctx)
-    eps_rel = 3e-2 if ctx.quick else 1e-3
-    cfg = kernel_base(ctx, S, "train.lr=1")
-    L = 0.5 * _L_star(cfg)
+    S = ctx.sizes
+    eps_rel = S.curriculum_eps_rel
+    cfg = kernel_base(ctx, "train.lr=1")
+    L = 0.5 * L_star_of(cfg)
     cfg = with_overrides(cfg, [f"task.L={L:.6g}"])
     budget = S.curriculum_steps
     none = curriculum_descent(cfg, None, budget, eps_rel)
@@ -246,20 +232,17 @@ def exp_curriculum(ctx: Context) -> list[ClaimResult]:
 # ----------------------------------------------------------------------------- R8: the linear case
 
 
-@experiment("R8")
+@experiment("R8", suites=("extensions",))
 @single_threaded
 def exp_linear_norm(ctx: Context) -> list[ClaimResult]:
-    statement = ("The linear case, L = ||w|| (R8): with balanced orthonormal features (the predecessor's setting) "
-                 "every Attn_k converges and the error reaches eps, and the dynamics depend on L through eta L^2: "
-                 "the end of the fast phase T_1 scales as L^-2 (the flat-regime rate with delta = 1/sqrt(d)).")
     crit = ("Linear class, K = d = 5, N = 50, eta = 1, L on a grid from 1.5 to 4; T_1 (min_k Attn_k >= 1/2) at "
             "every step; relative eps. Log-log slope of T_1 against L. Supported if every run converges (loss <= "
             "eps, min_k Attn_k >= 0.9) and the slope lies in [-2.4, -1.6]; not supported if the slope lies outside "
             "[-2.8, -1.2] (e.g. near 0: no dependence on L, as B6 says) or a run ends with min_k Attn_k < 0.5; "
             "otherwise inconclusive.")
-    S = ext_sizes(ctx)
-    eps_rel = 1e-2 if ctx.quick else 1e-3
-    cfg = kernel_base(ctx, S, "train.lr=1", "train.eps_mode=relative", f"train.eps={eps_rel}")
+    S = ctx.sizes
+    eps_rel = S.linear_eps_rel
+    cfg = kernel_base(ctx, "train.lr=1", "train.eps_mode=relative", f"train.eps={eps_rel}")
     Ls = grid([1.5, 2.0, 2.5, 3.0, 4.0], S.n_grid)
     configs = [with_overrides(cfg, [f"task.L={L:g}", f"name=L{L:g}"]) for L in Ls]
     runs = run_group(ctx, "ext-linear", configs, "R8 linear")
@@ -291,7 +274,5 @@ def exp_linear_norm(ctx: Context) -> list[ClaimResult]:
     axes[0][1].set(xscale="log", xlabel="eta L^2 x step", ylabel="min_k Attn_k", title="attention in rescaled time")
     axes[0][1].legend(fontsize=7)
     fig_path = plots.save(fig, ctx.out, "ext_linear")
-    return [claim("R8", crit, stat, sup, ref, statement=statement, figures=[fig_path], runs=rel_runs(ctx, runs))]
+    return [claim("R8", crit, stat, sup, ref, figures=[fig_path], runs=rel_runs(ctx, runs))]
 
-
-KERNEL_EXTENSIONS = [exp_imbalanced, exp_large_L, exp_label_noise, exp_curriculum, exp_linear_norm]

@@ -18,32 +18,22 @@ from ..engines import make_generator
 from ..models import ReducedAttention
 from ..tasks import make_task
 from .claims import ClaimResult, claim
-from .ext_common import (
-    ext_sizes,
-    grid,
-    loglog_slope,
-    phase_ratio,
-    plain_log_ticks,
-    sampled_base,
-    single_threaded,
-    tail_mean,
-)
-from .runner import Context, experiment, rel_runs, run_group, with_overrides
+from .figures import plain_log_ticks
+from .measure import L_star_of, loglog_slope, phase_ratio, tail_mean
+from .registry import experiment
+from .runner import Context, grid, rel_runs, run_group, sampled_base, single_threaded, with_overrides
 
 # ----------------------------------------------------------------------------- R3b: token noise
 
 
-@experiment("R3b")
+@experiment("R3b", suites=("extensions",))
 @single_threaded
 def exp_token_noise(ctx: Context) -> list[ClaimResult]:
-    statement = ("Token noise that is not small (R3): with sigma up to 1 (noise as large as the features "
-                 "themselves, Delta = sqrt 2), the trained attention still concentrates on the query's own "
-                 "feature (min_k Attn_k >= 1/2).")
     crit = ("K = d = 4 orthonormal, N = 16, linear L = 2, Adam (lr 0.05) on fresh prompts; sigma on a grid from 0 "
             "to 1. Statistic: min_k Attn_k averaged over the last 20% of the recorded steps at the largest sigma. "
             "Supported if >= 0.55; not supported if <= 0.45; otherwise inconclusive.")
-    S = ext_sizes(ctx)
-    cfg = sampled_base(ctx, S, "train.optimizer=adam", "train.lr=0.05", "engine.resample=true", "train.eps=1e-9")
+    S = ctx.sizes
+    cfg = sampled_base(ctx, "train.optimizer=adam", "train.lr=0.05", "engine.resample=true", "train.eps=1e-9")
     sigmas = grid([0.0, 0.25, 0.5, 1.0], S.n_grid)
     configs = [with_overrides(cfg, [f"features.noise={s:g}", f"name=sigma{s:g}"]) for s in sigmas]
     runs = run_group(ctx, "ext-token-noise", configs, "R3b token noise")
@@ -61,7 +51,7 @@ def exp_token_noise(ctx: Context) -> list[ClaimResult]:
     axes[0][1].plot(sigmas, errs, "o-")
     axes[0][1].set(xlabel="sigma", ylabel="test error (last 20%)", yscale="log", title="unseen-function error")
     fig_path = plots.save(fig, ctx.out, "ext_token_noise")
-    return [claim("R3b", crit, stat, amin[-1] >= 0.55, amin[-1] <= 0.45, statement=statement,
+    return [claim("R3b", crit, stat, amin[-1] >= 0.55, amin[-1] <= 0.45,
                   figures=[fig_path], runs=rel_runs(ctx, runs))]
 
 
@@ -112,23 +102,19 @@ def train_continuous(L: float, *, tau: float, d: int, N: int, steps: int, batch:
     }
 
 
-@experiment("R6")
+@experiment("R6", suites=("extensions",))
 @single_threaded
 def exp_continuous(ctx: Context) -> list[ClaimResult]:
     d, N, tau = 3, 32, 0.5
     m = d - 1  # the inputs' intrinsic dimension (the sphere S^{d-1})
     predicted = 4 / (m + 2)
-    statement = ("No context token close to the query (R6): with continuous inputs the trained attention acts as "
-                 "a kernel smoother whose sharpness grows with L: ||Q|| increases and the attention window "
-                 "shrinks as L grows (kernel-regression theory with label noise: ||Q|| ~ L^(4/(m+2)), m the "
-                 "inputs' dimension).")
     crit = (f"Inputs uniform on the sphere S^{d - 1} (m = {m}), N = {N}, relu_net class, label noise tau = {tau}, "
             "Adam on fresh prompts, L on a grid from 0.5 to 8. Log-log slopes (with standard errors) of ||Q||_2 and "
             "of the window (attention-weighted distance to the query) against L. Supported if the ||Q|| slope "
             "exceeds 0 and the window slope is below 0, each by 2 standard errors (or, with 2 points, by 0.1); "
             "not supported if the ||Q|| slope is below 0.1 or the window slope above 0 by the same margin; "
             "otherwise inconclusive.")
-    S = ext_sizes(ctx)
+    S = ctx.sizes
     Ls = grid([0.5, 1.0, 2.0, 4.0, 8.0], S.n_grid)
     rows = []
     for i, L in enumerate(Ls):
@@ -162,28 +148,23 @@ def exp_continuous(ctx: Context) -> list[ClaimResult]:
     for ax in axes[0]:
         plain_log_ticks(ax, Ls)
     fig_path = plots.save(fig, ctx.out, "ext_continuous")
-    return [claim("R6", crit, stat, sup, ref, statement=statement, figures=[fig_path])]
+    return [claim("R6", crit, stat, sup, ref, figures=[fig_path])]
 
 
 # ----------------------------------------------------------------------------- R1: finite training sets
 
 
-@experiment("R1")
+@experiment("R1", suites=("extensions",))
 @single_threaded
-def exp_finite_sample(ctx: Context) -> list[ClaimResult]:
-    statement = ("Finite training sets (R1): trained on a fixed set of M prompts instead of the population loss, "
-                 "the model still learns in context: its error on unseen functions does not grow with M and, at "
-                 "the largest M, is within a factor 2 of population training.")
+def exp_finite_training_set(ctx: Context) -> list[ClaimResult]:
     crit = ("K = d = 4, N = 16, relu_net class, L = 2 L*, GD (eta = 1) for the same number of steps on M prompts "
             "(full batch, or minibatches from the M when M > batch) and on fresh prompts every step "
             "(population). Statistic: final test error on unseen functions. Supported if error(M_max) <= 2 x "
             "error(population) and error(M_max) <= error(M_min); not supported if error(M_max) > 4 x "
             "error(population) or error(M_max) > 1.5 x error(M_min); otherwise inconclusive.")
-    S = ext_sizes(ctx)
-    cfg = sampled_base(ctx, S, "task.kind=relu_net", "train.eps=1e-9")
-    from .ext_kernel import _L_star
-
-    L = 2 * _L_star(cfg)
+    S = ctx.sizes
+    cfg = sampled_base(ctx, "task.kind=relu_net", "train.eps=1e-9")
+    L = 2 * L_star_of(cfg)
     cfg = with_overrides(cfg, [f"task.L={L:.6g}"])
     Ms = grid([8, 32, 128, 512, 2048], S.n_grid)
     configs = [with_overrides(cfg, [f"engine.train_prompts={M}", f"name=M{M}"]) for M in Ms]
@@ -210,25 +191,22 @@ def exp_finite_sample(ctx: Context) -> list[ClaimResult]:
     axes[0][1].set(xlabel="M (training prompts)", title="final errors")
     axes[0][1].legend(fontsize=7)
     fig_path = plots.save(fig, ctx.out, "ext_finite_sample")
-    return [claim("R1", crit, stat, sup, ref, statement=statement, figures=[fig_path], runs=rel_runs(ctx, runs))]
+    return [claim("R1", crit, stat, sup, ref, figures=[fig_path], runs=rel_runs(ctx, runs))]
 
 
 # ----------------------------------------------------------------------------- R2: factored W_K, W_Q
 
 
-@experiment("R2")
+@experiment("R2", suites=("extensions",))
 @single_threaded
 def exp_factored(ctx: Context) -> list[ClaimResult]:
-    statement = ("Gradient descent on separate W_K, W_Q (R2) goes through the same phases as on the merged Q: a "
-                 "fast rise of min_k Attn_k to 1/2, then a slower creep toward 1 (after a plateau while the small "
-                 "initial weights grow).")
     crit = ("K = d = 4, N = 16, linear L = 2, GD (eta = 1) on one fixed batch; reduced (Q^(0) = 0) and factored "
             "(d_k = d, init scale 0.3). Phase ratio rho = (T_0.9 - T_0.5) / (T_0.5 - T_start), T_a the first step "
             "with min_k Attn_k >= a and T_start 10% of the way from 1/K to 1/2. Supported if rho > 1 for both; "
             "not supported if rho > 1 for one model and rho <= 1 for the other; otherwise (a level not reached, "
             "or rho <= 1 for both) inconclusive.")
-    S = ext_sizes(ctx)
-    cfg = sampled_base(ctx, S, "train.eps=1e-9", "train.log_every=2", f"train.steps={2 * S.sampled_steps}")
+    S = ctx.sizes
+    cfg = sampled_base(ctx, "train.eps=1e-9", "train.log_every=2", f"train.steps={2 * S.sampled_steps}")
     configs = [with_overrides(cfg, ["name=reduced"]),
                with_overrides(cfg, ["model.kind=factored", "model.init_scale=0.3", "name=factored"])]
     runs = run_group(ctx, "ext-factored", configs, "R2 factored")
@@ -251,24 +229,22 @@ def exp_factored(ctx: Context) -> list[ClaimResult]:
     axes[0][0].set(xlabel="step", ylabel="min_k Attn_k", title="merged Q vs factored W_K, W_Q")
     axes[0][1].set(xlabel="step", ylabel="mean_k A_k = v_k^T Q_eff v_k", title="diagonal scores")
     fig_path = plots.save(fig, ctx.out, "ext_factored")
-    return [claim("R2", crit, stat, sup, ref, statement=statement, figures=[fig_path], runs=rel_runs(ctx, runs))]
+    return [claim("R2", crit, stat, sup, ref, figures=[fig_path], runs=rel_runs(ctx, runs))]
 
 
 # ----------------------------------------------------------------------------- R7: transformer heads
 
 
-@experiment("R7")
+@experiment("R7", suites=("extensions",))
 @single_threaded
 def exp_transformer(ctx: Context) -> list[ClaimResult]:
-    statement = ("Deeper and multi-head transformers (R7): in a 2-layer, 4-head transformer trained on the same "
-                 "task, some head reproduces the paper's mechanism, Attn_k -> 1 for every k.")
     crit = ("K = d = 4, N = 16, linear L = 2; a transformer on [x, y] tokens (2 layers, 4 heads, width 16, MLP, "
             "LayerNorm, float32) and the reduced model, Adam on fresh prompts for the same steps. Statistic: for each "
             "layer and head, min_k Attn_k averaged over the last 20% of the recorded steps; the best head. "
             "Supported if the best head >= 0.9; not supported if the best head < 0.5 while the transformer's "
             "test error is within 2 x the reduced model's (it solved the task another way); otherwise inconclusive.")
-    S = ext_sizes(ctx)
-    cfg = sampled_base(ctx, S, "train.optimizer=adam", "engine.resample=true", "train.eps=1e-9",
+    S = ctx.sizes
+    cfg = sampled_base(ctx, "train.optimizer=adam", "engine.resample=true", "train.eps=1e-9",
                        f"train.steps={S.transformer_steps}")
     configs = [
         with_overrides(cfg, ["model.kind=transformer", "model.n_layers=2", "model.n_heads=4", "model.width=16",
@@ -302,7 +278,5 @@ def exp_transformer(ctx: Context) -> list[ClaimResult]:
     axes[0][1].set(xlabel="step", ylabel="test error", title="unseen-function error")
     axes[0][1].legend(fontsize=7)
     fig_path = plots.save(fig, ctx.out, "ext_transformer")
-    return [claim("R7", crit, stat, sup, ref, statement=statement, figures=[fig_path], runs=rel_runs(ctx, runs))]
+    return [claim("R7", crit, stat, sup, ref, figures=[fig_path], runs=rel_runs(ctx, runs))]
 
-
-MODEL_EXTENSIONS = [exp_token_noise, exp_continuous, exp_finite_sample, exp_factored, exp_transformer]

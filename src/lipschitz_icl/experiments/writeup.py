@@ -1,5 +1,6 @@
-"""``reproduce blog``: the write-up's own experiment (B5) and its claims B2, B4 measured with the
-reduced model (B1 and B3 come from the scaling experiment, B6 from ``reproduce linear``)."""
+"""``reproduce blog``: the companion write-up's own experiment (B5) and its claims B2, B4 measured
+with the reduced model (B1 and B3 come from the scaling experiment, B6 from ``reproduce linear``,
+B7 from ``reproduce extensions``)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ import pandas as pd
 
 from .. import plots
 from ..analysis import first_step
-from .blog_model import FIXES, train_blog
 from .claims import ClaimResult, claim
-from .measure import fit_dict, safe_fit
-from .paper import _base, _L_star
-from .runner import Context, experiment, rel_runs, run_group, with_overrides
+from .measure import L_star_of, fit_dict, safe_fit
+from .registry import experiment
+from .runner import Context, paper_base, rel_runs, run_group, with_overrides
+from .writeup_model import FIXES, train_blog
 
 BLOG_LS = (0.5, 1.0, 2.0, 5.0)
 
@@ -27,8 +28,8 @@ def _spearman(x: list[float], y: list[float]) -> float:
     return float(np.corrcoef(rx, ry)[0, 1])
 
 
-@experiment("B5")
-def exp_blog(ctx: Context) -> list[ClaimResult]:
+@experiment("B5", suites=("blog",))
+def exp_writeup(ctx: Context) -> list[ClaimResult]:
     """The write-up's experiment: 4-head attention on one prompt per L, Adam 1e-3, 500 steps."""
     crit = ("Per seed, Spearman correlation over L in {0.5, 1, 2, 5} of L with: final attention on the positives "
             "(claimed +), final loss (claimed -), steps to reach 5% of the initial loss (claimed -, 'faster'). "
@@ -84,13 +85,13 @@ def _blog_figure(ctx, results, seed) -> str:
     return plots.save(fig, ctx.out, "blog_experiment")
 
 
-@experiment("B4")
+@experiment("B4", suites=("blog",))
 def exp_early_rate(ctx: Context) -> list[ClaimResult]:
     """B4: early growth of the target attention against eta * g * (1 - alpha)."""
     crit = ("Quickstart setting, every step recorded. alpha_t = mean_k Attn_k, g_t = mean_k (A_k - mean_n B_{k,n}) "
             "(the score gap). Over steps 1..T_1, Pearson correlation r between the measured increments alpha_{t+1} - "
             "alpha_t and eta g_t (1 - alpha_t). Supported if r >= 0.9; not supported if r < 0.5.")
-    cfg = _base(ctx, "train.log_every=1", "train.steps=400", "name=early-rate")
+    cfg = paper_base(ctx, "train.log_every=1", "train.steps=400", "name=early-rate")
     runs = []
     for L in (1.0, 2.0, 4.0):
         runs += run_group(ctx, "early-rate", [with_overrides(cfg, [f"task.L={L}", f"name=L{L:g}"])], "B4 early rate")
@@ -123,8 +124,8 @@ def exp_early_rate(ctx: Context) -> list[ClaimResult]:
                   figures=[f], runs=rel_runs(ctx, runs))]
 
 
-@experiment("B2")
-def exp_finite_sample(ctx: Context) -> list[ClaimResult]:
+@experiment("B2", suites=("blog",))
+def exp_sample_size_bound(ctx: Context) -> list[ClaimResult]:
     """B2: error on unseen functions after training on n prompts, below and above L*."""
     crit = ("Sampled engine, noise-free tokens, full-batch gradient descent on a fixed set of n prompts (n in the "
             "size's list), trained to 1e-2 of the initial loss or the budget; excess error = unseen-function error - "
@@ -135,9 +136,9 @@ def exp_finite_sample(ctx: Context) -> list[ClaimResult]:
             "not supported if a slope lies outside [-2, -0.25] or the ratio is >= 16 (excess growing like L^2 across "
             "the threshold). Fewer than 3 positive excess values per L: inconclusive.")
     S = ctx.sizes
-    cfg = _base(ctx, "engine.kind=sampled", "train.eps_mode=relative", "train.eps=1e-2",
+    cfg = paper_base(ctx, "engine.kind=sampled", "train.eps_mode=relative", "train.eps=1e-2",
                 f"train.steps={2 * S.budget}", "eval.functions=8192")
-    L_star = _L_star(cfg)
+    L_star = L_star_of(cfg)
     configs = [with_overrides(cfg, [f"task.L={f * L_star:.6g}", f"engine.batch={M}", f"name={f:g}Lstar-n{M}"])
                for f in (0.5, 2.0) for M in S.finite_M]
     runs = run_group(ctx, "finite-sample", configs, "B2 finite training sets")
@@ -167,5 +168,3 @@ def exp_finite_sample(ctx: Context) -> list[ClaimResult]:
             "excess": {f"{f:g}Lstar": v for f, v in excess.items()}}
     return [claim("B2", crit, stat, sup, ref, figures=[fig_path], runs=rel_runs(ctx, runs))]
 
-
-BLOG_EXPERIMENTS = [exp_blog, exp_early_rate, exp_finite_sample]

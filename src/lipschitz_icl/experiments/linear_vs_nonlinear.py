@@ -5,15 +5,16 @@ from __future__ import annotations
 import numpy as np
 
 from .. import plots
+from ..analysis import analyze_run_object
 from .claims import ClaimResult, claim
-from .measure import fit_dict, safe_fit
-from .paper import _analysis, _base, _L_star
-from .runner import Context, experiment, rel_runs, run_group, with_overrides
+from .measure import L_star_of, fit_dict, safe_fit
+from .registry import experiment
+from .runner import Context, paper_base, rel_runs, run_group, with_overrides
 
 CLASSES = ("linear", "relu_net", "sinusoid", "rbf")
 
 
-@experiment("B6")
+@experiment("B6", suites=("linear",))
 def exp_linear_vs_nonlinear(ctx: Context) -> list[ClaimResult]:
     crit = ("For each class, L in {0.5, 1, 2, 4} x L* of its setting, eps = 1e-3 of the initial loss: phases detected "
             "by the analysis and the log-log slope of T_eps against L. Supported if the linear runs show 1 phase in >= "
@@ -21,12 +22,12 @@ def exp_linear_vs_nonlinear(ctx: Context) -> list[ClaimResult]:
             "linear runs show 2 phases in >= 50% of runs or their |slope| > 1.")
     S = ctx.sizes
     # a small eps, so that the slow phase (if any) is reached before the run stops
-    cfg = _base(ctx, "train.eps_mode=relative", "train.eps=1e-3", "task.kernel_samples=2048",
+    cfg = paper_base(ctx, "train.eps_mode=relative", "train.eps=1e-3", "task.kernel_samples=2048",
                 f"train.steps={2 * S.budget}")
     configs = []
     for cls in CLASSES:
         base = with_overrides(cfg, [f"task.kind={cls}", "task.L=1"])
-        L_star = _L_star(base)
+        L_star = L_star_of(base)
         for f in (0.5, 1.0, 2.0, 4.0):
             configs.append(with_overrides(base, [f"task.L={f * L_star:.6g}", f"name={cls}-{f:g}Lstar"]))
     runs = run_group(ctx, "linear-vs-nonlinear", configs, "linear vs nonlinear")
@@ -34,7 +35,7 @@ def exp_linear_vs_nonlinear(ctx: Context) -> list[ClaimResult]:
     fig, axes = plots.figure(2, 1)
     for cls, c in zip(CLASSES, plots.colors(len(CLASSES)), strict=True):
         sel = [r for r in runs if r.config.task.kind == cls]
-        phases = [_analysis(r)["n_phases"] for r in sel]
+        phases = [analyze_run_object(r)["n_phases"] for r in sel]
         Ls = [r.config.task.L / r.summary["L_star"] for r in sel]
         Te = [r.summary["T_eps"] for r in sel]
         fits[cls] = safe_fit(Ls, Te)
@@ -61,5 +62,3 @@ def exp_linear_vs_nonlinear(ctx: Context) -> list[ClaimResult]:
     stat = {"per_class": table, "linear_fraction_one_phase": lin_one, "nonlinear_fraction_two_phases": non_two}
     return [claim("B6", crit, stat, sup, ref, figures=[fig_path], runs=rel_runs(ctx, runs))]
 
-
-LINEAR_EXPERIMENTS = [exp_linear_vs_nonlinear]
