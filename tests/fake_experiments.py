@@ -6,9 +6,16 @@ from __future__ import annotations
 
 import os
 
-from lipschitz_icl import experiments, reproduce
+from lipschitz_icl.experiments import registry
 from lipschitz_icl.experiments.claims import claim
-from lipschitz_icl.experiments.runner import base_config, experiment, rel_runs, run_group
+from lipschitz_icl.experiments.runner import base_config, rel_runs, run_group
+
+_REAL = dict(registry._EXPERIMENTS)  # the fakes are registered only by install()
+
+
+def experiment(*claim_ids: str):
+    return registry.experiment(*claim_ids, suites=("linear",))
+
 
 TINY = ["train.steps=20", "train.log_every=5", "engine.draws=8", "eval.functions=8"]
 SLOW = ["train.steps=1000000", "task.label_noise=0.5", "train.eps=1e-12"]
@@ -42,12 +49,15 @@ def exp_last(ctx):
 
 
 FAKE = [exp_first, exp_slow, exp_last]
+registry._EXPERIMENTS.clear()
+registry._EXPERIMENTS.update(_REAL)
+FAKE_REGISTRY = {e.__name__: e for e in FAKE}
 
 
 def install() -> None:
     """The fake experiments become suite ``linear`` (and ``all``)."""
-    experiments.suites = lambda: {"linear": FAKE}
-    reproduce.suites = experiments.suites
+    registry._EXPERIMENTS.clear()
+    registry._EXPERIMENTS.update(FAKE_REGISTRY)
 
 
 if __name__ == "__main__":  # python tests/fake_experiments.py reproduce linear --out ...

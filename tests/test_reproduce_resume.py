@@ -16,9 +16,8 @@ import fake_experiments
 import pytest
 from typer.testing import CliRunner
 
-from lipschitz_icl import experiments, reproduce
 from lipschitz_icl.cli import app
-from lipschitz_icl.experiments import run_experiments
+from lipschitz_icl.experiments import registry, run_experiments
 from lipschitz_icl.experiments import runner as exp_runner
 from lipschitz_icl.experiments.checkpoint import ExperimentsInterrupted, load_checkpoint
 from lipschitz_icl.experiments.claims import INCONCLUSIVE
@@ -32,8 +31,7 @@ VOLATILE = {"wall_s", "date"}
 
 @pytest.fixture
 def fake_suite(monkeypatch):
-    monkeypatch.setattr(experiments, "suites", lambda: {"linear": fake_experiments.FAKE})
-    monkeypatch.setattr(reproduce, "suites", experiments.suites)
+    monkeypatch.setattr(registry, "_EXPERIMENTS", dict(fake_experiments.FAKE_REGISTRY))
 
 
 def _claims_json(out: Path) -> dict:
