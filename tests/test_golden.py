@@ -35,17 +35,21 @@ CASES: dict[str, list[str]] = {
     "kernel_sgd": ["train.optimizer=sgd", "seed=3", "task.L=4"],
     "kernel_noise": ["task.label_noise=0.3", "seed=4", "features.probs=imbalanced"],
     "kernel_mean_field": ["engine.counts=mean_field", "task.L=3"],
-    "kernel_converges": ["task.L=3", "train.eps=0.05", "train.log_every=5"],
+    "kernel_converges": ["task.L=3", "train.eps=0.2", "train.log_every=5"],  # between log steps
+    "kernel_relative_eps": ["train.eps_mode=relative", "train.eps=0.5", "seed=6"],
+    "kernel_diverges": ["task.L=1e6", "train.lr=1e300", "train.log_every=1"],
     "kernel_space_q_gd": ["engine.space=Q", "features.kind=gaussian", "features.d=4"],
     "kernel_adam": ["train.optimizer=adam", "train.lr=0.05", "seed=5"],
     "sampled_gd": [*SAMPLED, "features.noise=0.1"],
+    "sampled_converges": [*SAMPLED, "train.eps=0.3", "train.log_every=5"],
+    "sampled_diverges": [*SAMPLED, "engine.dtype=float32", "task.L=1e6", "train.lr=1e30", "features.noise=0.5"],
     "sampled_sgd_factored": [*SAMPLED, "train.optimizer=sgd", "model.kind=factored", "train.lr=0.5"],
     "sampled_train_prompts": [*SAMPLED, "engine.train_prompts=40", "engine.batch=8", "train.optimizer=sgd"],
     "sampled_transformer": [*SAMPLED, "model.kind=transformer", "model.width=8", "model.n_heads=2",
                             "train.optimizer=adam", "train.lr=0.01", "train.steps=6", "train.log_every=3"],
 }
 BATCHED = ["kernel_gd_diag", "kernel_gd_full", "kernel_gd_relu", "kernel_noise", "kernel_mean_field",
-           "kernel_converges", "kernel_sgd"]
+           "kernel_converges", "kernel_relative_eps", "kernel_diverges", "kernel_sgd"]
 THEORY = ["kernel_gd_full", "kernel_noise", "sampled_gd"]
 
 
