@@ -1,6 +1,7 @@
 """Engines that evaluate the population loss: ``kernel`` (exact, K x K) and ``sampled`` (prompts)."""
 
-from .base import Engine, StepOutput, make_generator, resolve_device
+from ..rng import make_generator
+from .base import Engine, StepOutput, resolve_device
 from .build import build_engine
 from .kernel import KernelEngine, kernel_loss
 from .sampled import SampledEngine, draw_prompts

@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 import torch
 
-
-def make_generator(seed: int, stream: str) -> torch.Generator:
-    """A CPU generator for one named random stream of a run (features, counts, tests, ...)."""
-    digest = hashlib.sha256(f"{seed}:{stream}".encode()).digest()
-    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") & (2**63 - 1))
+from ..errors import ConfigError
 
 
 def resolve_device(name: str) -> torch.device:
+    """The torch device of ``engine.device`` (auto: CUDA when available, else the CPU)."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        from ..errors import ConfigError
-
         raise ConfigError("engine.device", "cuda was asked for but no CUDA device is available (allowed: auto, cpu)")
     return torch.device(name)
 

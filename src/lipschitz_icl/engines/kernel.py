@@ -17,23 +17,9 @@ from __future__ import annotations
 
 import torch
 
-from ..features import FeatureSet
 from .base import Engine, StepOutput
 from .kernel_grad import diagonal_of, kernel_loss_grad, symmetrize
 from .kernel_spec import KernelSpec
-
-COUNT_CHUNK = 2**22  # feature ids drawn per call of torch.multinomial (part of the random stream: keep)
-
-
-def draw_counts(fs: FeatureSet, N: int, B: int, gen: torch.Generator) -> torch.Tensor:
-    """B multinomial(N, p) count vectors, (B, K) float."""
-    out = torch.zeros(B, fs.K, dtype=fs.V.dtype)
-    rows_per = max(1, COUNT_CHUNK // max(N, 1))
-    for start in range(0, B, rows_per):
-        rows = min(rows_per, B - start)
-        ids = torch.multinomial(fs.p.cpu(), rows * N, replacement=True, generator=gen).view(rows, N)
-        out[start : start + rows].scatter_add_(1, ids, torch.ones(rows, N, dtype=out.dtype))
-    return out
 
 
 def kernel_loss(

@@ -13,8 +13,9 @@ from torch import nn
 
 from ..features import FeatureSet
 from ..models import effective_Q
+from ..rng import make_generator
 from ..tasks import TaskClass, check_finite
-from .base import Engine, StepOutput, make_generator
+from .base import Engine, StepOutput
 
 
 @dataclass
