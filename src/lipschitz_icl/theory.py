@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass
 import torch
 
 from .config import Config
-from .engines import KernelEngine, build_engine, kernel_loss
+from .engines import build_engine
+from .engines.base import Objective
 from .models import effective_Q, make_model
 from .problem import Problem, build_problem
 from .rng import make_generator
@@ -95,12 +96,13 @@ def flat_time_scale(K: int, eps: float, eta: float, delta: float, L: float, Delt
 # --------------------------------------------------------------------------- stability at init
 
 
-def training_objective_at_init(problem: Problem) -> tuple[Callable[[torch.Tensor], torch.Tensor], torch.Tensor]:
+def training_objective_at_init(problem: Problem) -> tuple[Objective, torch.Tensor]:
     """The objective the configured engine trains, as a function of Q (d x d), and Q^(0).
 
-    Kernel engine: the exact population loss with the engine's counts (its B multinomial draws or
-    the mean-field counts N p). Sampled engine: the loss on one fixed batch of prompts (the
-    engine's full batch, or its first fresh batch when it resamples). Computed in float64.
+    Asked of the engine (``Engine.objective_in_q``): for the kernel engine the exact population
+    loss with the engine's counts (its B multinomial draws or the mean-field counts N p); for the
+    sampled engine the loss on one fixed batch of prompts (the engine's full batch, or its first
+    fresh batch when it resamples). Computed in float64.
 
     Always the merged-Q (reduced) objective: for model.kind=factored it is taken at
     Q_eff^(0) = W_K^T W_Q / sqrt(d_k), for model.kind=transformer at Q = 0.
@@ -110,27 +112,7 @@ def training_objective_at_init(problem: Problem) -> tuple[Callable[[torch.Tensor
     model = make_model(cfg.model, cfg.features.d, make_generator(cfg.seed, "init"), torch.float64, "cpu")
     Q0 = effective_Q(model)
     Q0 = torch.zeros(cfg.features.d, cfg.features.d, dtype=torch.float64) if Q0 is None else Q0.detach()
-    if isinstance(engine, KernelEngine):
-        dev = engine.V.device
-        V, counts = engine.V.double(), engine.counts.double()
-        sigma, p, tau = engine.sigma.double(), engine.p.double(), engine.tau
-
-        def loss_kernel(Q: torch.Tensor) -> torch.Tensor:
-            M = V.T @ Q.T @ V  # M_kn = v_n^T Q v_k
-            return kernel_loss(M, counts, sigma, p, tau)[0]
-
-        return loss_kernel, Q0.to(dev)
-
-    batch = engine.batch if engine.batch is not None else engine._draw()
-    x, y = batch.x.double(), batch.y.double()
-    target = y[:, -1]  # f(x_q)
-
-    def loss_sampled(Q: torch.Tensor) -> torch.Tensor:
-        logits = torch.einsum("bnd,de,be->bn", x[:, :-1], Q, x[:, -1])  # x_i^T Q x_q
-        y_hat = (torch.softmax(logits, dim=-1) * y[:, :-1]).sum(-1)
-        return 0.5 * (y_hat - target).square().mean()
-
-    return loss_sampled, Q0.to(x.device)
+    return engine.objective_in_q(), Q0.to(engine.device)
 
 
 @dataclass(frozen=True)
