@@ -4,7 +4,7 @@ import torch
 
 from lipschitz_icl.config import validate_config
 from lipschitz_icl.engines import draw_prompts, kernel_loss, make_generator
-from lipschitz_icl.engines.kernel import draw_counts
+from lipschitz_icl.engines.kernel_spec import draw_counts
 from lipschitz_icl.models import ReducedAttention
 from lipschitz_icl.problem import build_problem
 

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from lipschitz_icl.engines import kernel_loss, make_generator
-from lipschitz_icl.engines.kernel import draw_counts
 from lipschitz_icl.engines.kernel_grad import diagonal_of, kernel_loss_grad, query_chunks, symmetrize
+from lipschitz_icl.engines.kernel_spec import draw_counts
 from lipschitz_icl.features import FeatureSet
 
 

@@ -14,9 +14,9 @@ from lipschitz_icl.problem import build_problem
 from lipschitz_icl.theory import (
     eta_max,
     flat_time_scale,
-    init_loss_fn,
+    hessian_top_eigenvalue_at,
     theory_report,
-    top_hessian_eigenvalue,
+    training_objective_at_init,
 )
 
 runner = CliRunner()
@@ -50,7 +50,7 @@ def test_top_eigenvalue_of_a_quadratic(method, diag):
     R = torch.linalg.qr(torch.randn(4, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64))[0]
     A = R @ torch.diag(torch.tensor(diag, dtype=torch.float64)) @ R.T
     x0 = torch.zeros(4, dtype=torch.float64)
-    top = top_hessian_eigenvalue(lambda x: 0.5 * x @ A @ x, x0, 500, 1e-10, method=method)
+    top = hessian_top_eigenvalue_at(lambda x: 0.5 * x @ A @ x, x0, 500, 1e-10, method=method)
     assert top.value == pytest.approx(max(diag), rel=1e-6)
     assert top.converged
 
@@ -70,7 +70,7 @@ def test_eta_max_matches_dense_hessian(cfg):
     """2 / lambda_max from Hessian-vector products equals the dense Hessian's, on small problems
     (both engines, Q^(0) zero or random)."""
     problem = build_problem(validate_config({**cfg, "eval": {"functions": 16}}))
-    loss_fn, Q0 = init_loss_fn(problem)
+    loss_fn, Q0 = training_objective_at_init(problem)
     n = Q0.numel()
     H = torch.autograd.functional.hessian(loss_fn, Q0).reshape(n, n)
     lam = float(torch.linalg.eigvalsh(H)[-1])
@@ -87,11 +87,11 @@ def test_eta_max_scales_as_one_over_L_squared_for_linear():
 
 
 def test_kernel_objective_at_init_is_the_engine_loss():
-    """init_loss_fn evaluates exactly what the engine trains on."""
+    """training_objective_at_init evaluates exactly what the engine trains on."""
     from lipschitz_icl.engines import build_engine
 
     problem = build_problem(load_config(None, ["engine.draws=32", "model.init=random", "model.init_scale=1"]))
-    loss_fn, Q0 = init_loss_fn(problem)
+    loss_fn, Q0 = training_objective_at_init(problem)
     assert float(loss_fn(Q0)) == pytest.approx(build_engine(problem).forward_backward().loss, rel=1e-12)
 
 

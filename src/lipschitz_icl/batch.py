@@ -7,9 +7,10 @@ program and the rest one after another.
     ...         for L in (0.5, 1, 2) for s in (0, 1)]
     >>> runs = run_many(cfgs)            # list of li.Run, in the order of cfgs; nothing written
 
-Runs are batched when they use the kernel engine in S space with ``gd`` or ``sgd`` and share
-K, the number of count draws B, dtype, device, count redrawing, whether label noise is on,
-whether G = V^T V is the identity, and their test sets (``engines.kernel_batch.batch_key``);
+Runs are batched when their engine says so (``Engine.batchable``, the one rule that
+``train.train`` asks too: for the kernel engine, S space with ``gd`` or ``sgd``) and they share
+the engine's ``batch_key`` (kernel: K, the number of count draws B, dtype, device, count
+redrawing, whether label noise is on, whether G = V^T V is the identity, and their test sets);
 they may differ in L, task class, eta, seed, p_k, N, tau, epsilon, budget and logging. Each
 run's metrics equal, bit for bit, those of ``api.run(cfg, write=False)``: the single-run
 trainer is this batched trainer with one run, and every number of a run is computed from that
@@ -21,14 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import torch
-
 from .api import Run, make_summary, prepare
 from .api import run as run_one
 from .config import Config
-from .engines.kernel_batch import KernelBatch, batch_key
+from .engines import batchable
 from .recorder import Recorder, metrics_frame
-from .train_batch import train_kernel_batch
+from .train_batch import train_batched
 
 BatchProgressFn = Callable[[int, int], None]  # (runs finished, runs in all)
 
@@ -42,21 +41,17 @@ class RunsInterrupted(KeyboardInterrupt):
         self.runs = runs
 
 
-def batchable_config(cfg: Config) -> bool:
-    """Kernel engine in S space (``auto`` means S unless Adam) trained by gd or sgd."""
-    return cfg.engine.kind == "kernel" and cfg.train.optimizer in ("gd", "sgd") and cfg.engine.space != "Q"
-
-
 def plan_groups(configs: list[Config]) -> tuple[list[list[int]], list[int], dict]:
     """Split config indices into groups that can share a batch and the rest (run one by one);
     also returns the (problem, engine, theory) built for each batchable config."""
     built, groups, rest = {}, {}, []
     for i, cfg in enumerate(configs):
-        if not batchable_config(cfg):
+        if not batchable(cfg):
             rest.append(i)
             continue
         built[i] = prepare(cfg)
-        groups.setdefault(batch_key(built[i][1].spec), []).append(i)
+        engine = built[i][1]
+        groups.setdefault((engine.name, engine.batch_key()), []).append(i)
     return list(groups.values()), rest, built
 
 
@@ -80,15 +75,12 @@ def run_many(configs: list[Config], progress: BatchProgressFn | None = None) -> 
     groups, rest, built = plan_groups(configs)
     for group in groups:
         cfgs = [configs[i] for i in group]
-        specs = [built[i][1].spec for i in group]
-        recorders = [Recorder(s.K) for s in specs]
-        batch = KernelBatch(specs, [c.train.lr for c in cfgs])
-        outcomes = train_kernel_batch(cfgs, batch, recorders, on_finish=tick)
+        engines = [built[i][1] for i in group]
+        recorders = [Recorder(built[i][0].features.K) for i in group]
+        outcomes = train_batched(cfgs, engines, recorders, on_finish=tick)
         for i, cfg, rec, outcome in zip(group, cfgs, recorders, outcomes, strict=True):
             problem, engine, theory = built.pop(i)
-            if outcome.final_scores is not None:
-                with torch.no_grad():
-                    engine.M.copy_(outcome.final_scores)  # so that model_state() is the trained Q
+            engine.load_final_scores(outcome.final_scores)  # so that model_state() is the trained Q
             runs[i] = Run(cfg, make_summary(cfg, problem, theory, outcome), metrics_frame(rec.table()),
                           params=engine.model_state())
         _stop_if_interrupted(runs, group)

@@ -26,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from .engines import engine_class
 from .errors import ConfigError, UserInputError
 
 MAX_ENV = "LIPSCHITZ_ICL_MAX_ELEMENTS"
@@ -166,7 +167,7 @@ class ModelConfig(_Strict):
 
 
 class EngineConfig(_Strict):
-    kind: Literal["kernel", "sampled"] = "kernel"
+    kind: str = Field("kernel", description="engine: a registered name (kernel, sampled, or a plugin's)")
     counts: Literal["multinomial", "mean_field"] = "multinomial"
     draws: int = Field(256, ge=1, le=10_000_000, description="kernel: multinomial count draws B")
     batch: int = Field(1024, ge=1, le=10_000_000, description="sampled: prompts per step")
@@ -258,20 +259,7 @@ class Config(_Strict):
         if self.engine.dtype == "float32" and self.train.lr > FLOAT32_MAX:
             raise ConfigError("train.lr", f"must be at most {FLOAT32_MAX:.4g} with engine.dtype=float32 "
                               f"(got {self.train.lr:g})")
-        if self.engine.kind == "sampled":
-            if self.engine.train_prompts is not None and self.engine.resample:
-                raise ConfigError("engine.resample", "cannot be true with a fixed training set (engine.train_prompts)")
-        else:
-            if self.model.kind != "reduced":
-                raise ConfigError(
-                    "engine.kind",
-                    f"the kernel engine supports model.kind=reduced only (got {self.model.kind}; "
-                    "use engine.kind=sampled)",
-                )
-            if self.engine.train_prompts is not None:
-                raise ConfigError(
-                    "engine.train_prompts", "needs engine.kind=sampled (the kernel engine has no prompts)"
-                )
+        engine_class(self.engine.kind).check_config(self)  # an unregistered kind is named with the known ones
         self._check_sizes()
         return self
 
@@ -280,34 +268,16 @@ class Config(_Strict):
 
         Each estimate counts the largest tensors of a stage times the copies that live at once
         (activations, autograd buffers), so the limit bounds the memory a run needs, not one tensor."""
-        K, d, N = self.features.K, self.features.d, self.prompt.N
+        K, d = self.features.K, self.features.d
         tasks = {"task.kind": _task(self.task.kind, self.task.L, d, self.task.params)}
         if self.eval.other_class is not None:
             tasks["eval.other_class"] = _task(self.eval.other_class, self.task.L, d, {})
-        e, t, M = self.engine, self.train, self.eval.functions
+        e, t = self.engine, self.train
         checks: list[tuple[str, str, int]] = [
             ("features.K", f"the K x K matrices (Sigma, attention, distances; K={K})", 8 * K * K),
             ("features.d", f"the d x d key-query matrix Q (d={d})", 4 * d * d),
         ]
-        if e.kind == "sampled":
-            points = N + 1  # context tokens and the query
-            for field, n, what in (("engine.batch", e.batch, "a batch of prompts"), ("eval.functions", M,
-                                                                                     "the test prompts")):
-                for name, task in tasks.items():
-                    size = 4 * max(n * points * d, task.elements(n, points))
-                    checks.append((field, f"{what} ({field.split('.')[1]}={n}, N+1={points}, d={d}, "
-                                   f"{name}={getattr(task, 'name', '?')})", size))
-            if e.train_prompts is not None:  # the fixed training set is kept whole
-                checks.append(("engine.train_prompts", f"the fixed training set (train_prompts={e.train_prompts}, "
-                               f"N+1={points}, d={d})", 2 * e.train_prompts * points * (d + 1)))
-        else:
-            if e.counts == "multinomial":
-                checks.append(("engine.draws", f"the kernel engine's count draws (draws={e.draws}, K={K})",
-                               8 * e.draws * K))
-                checks.append(("engine.draws", f"the multinomial sampling (draws={e.draws}, N={N})", e.draws * N))
-            for task in tasks.values():
-                checks.append(("eval.functions", f"the test functions on the features (functions={M}, K={K}, "
-                               f"d={d})", 2 * task.elements(M, K)))
+        checks.extend(engine_class(e.kind).working_set(self, tasks))  # the engine's own largest tensors
         rows = (t.steps // t.log_every + 2) * (2 * K * K + 16)
         checks.append(("train.log_every", f"the recorded metrics ({rows:.3g} rows: steps={t.steps}, "
                        f"log_every={t.log_every}, K={K})", 5 * rows))

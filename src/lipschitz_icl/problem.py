@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import torch
 
 from .config import Config
-from .engines.base import make_generator
 from .features import FeatureSet, make_features
+from .rng import make_generator
 from .tasks import KernelEstimate, TaskClass, make_task
 
 

@@ -17,7 +17,11 @@ from dataclasses import asdict, dataclass
 import torch
 
 from .config import Config
+from .engines import build_engine
+from .engines.base import Objective
+from .models import effective_Q, make_model
 from .problem import Problem, build_problem
+from .rng import make_generator
 from .tasks import KernelEstimate
 
 
@@ -92,45 +96,23 @@ def flat_time_scale(K: int, eps: float, eta: float, delta: float, L: float, Delt
 # --------------------------------------------------------------------------- stability at init
 
 
-def init_loss_fn(problem: Problem) -> tuple[Callable[[torch.Tensor], torch.Tensor], torch.Tensor]:
+def training_objective_at_init(problem: Problem) -> tuple[Objective, torch.Tensor]:
     """The objective the configured engine trains, as a function of Q (d x d), and Q^(0).
 
-    Kernel engine: the exact population loss with the engine's counts (its B multinomial draws or
-    the mean-field counts N p). Sampled engine: the loss on one fixed batch of prompts (the
-    engine's full batch, or its first fresh batch when it resamples). Computed in float64.
+    Asked of the engine (``Engine.objective_in_q``): for the kernel engine the exact population
+    loss with the engine's counts (its B multinomial draws or the mean-field counts N p); for the
+    sampled engine the loss on one fixed batch of prompts (the engine's full batch, or its first
+    fresh batch when it resamples). Computed in float64.
 
     Always the merged-Q (reduced) objective: for model.kind=factored it is taken at
     Q_eff^(0) = W_K^T W_Q / sqrt(d_k), for model.kind=transformer at Q = 0.
     """
-    from .engines import KernelEngine, build_engine, kernel_loss, make_generator
-    from .models import effective_Q, make_model
-
     cfg = problem.config
     engine = build_engine(problem)
     model = make_model(cfg.model, cfg.features.d, make_generator(cfg.seed, "init"), torch.float64, "cpu")
     Q0 = effective_Q(model)
     Q0 = torch.zeros(cfg.features.d, cfg.features.d, dtype=torch.float64) if Q0 is None else Q0.detach()
-    if isinstance(engine, KernelEngine):
-        dev = engine.V.device
-        V, counts = engine.V.double(), engine.counts.double()
-        sigma, p, tau = engine.sigma.double(), engine.p.double(), engine.tau
-
-        def loss_kernel(Q: torch.Tensor) -> torch.Tensor:
-            M = V.T @ Q.T @ V  # M_kn = v_n^T Q v_k
-            return kernel_loss(M, counts, sigma, p, tau)[0]
-
-        return loss_kernel, Q0.to(dev)
-
-    batch = engine.batch if engine.batch is not None else engine._draw()
-    x, y = batch.x.double(), batch.y.double()
-    target = y[:, -1]  # f(x_q)
-
-    def loss_sampled(Q: torch.Tensor) -> torch.Tensor:
-        logits = torch.einsum("bnd,de,be->bn", x[:, :-1], Q, x[:, -1])  # x_i^T Q x_q
-        y_hat = (torch.softmax(logits, dim=-1) * y[:, :-1]).sum(-1)
-        return 0.5 * (y_hat - target).square().mean()
-
-    return loss_sampled, Q0.to(x.device)
+    return engine.objective_in_q(), Q0.to(engine.device)
 
 
 @dataclass(frozen=True)
@@ -192,7 +174,7 @@ def _lanczos(
     return theta, iters, False
 
 
-def top_hessian_eigenvalue(
+def hessian_top_eigenvalue_at(
     loss_fn: Callable[[torch.Tensor], torch.Tensor],
     x0: torch.Tensor,
     iters: int = 100,
@@ -218,8 +200,6 @@ def top_hessian_eigenvalue(
         (hv,) = torch.autograd.grad(g, x, grad_outputs=v, retain_graph=True)
         return hv.detach()
 
-    from .engines import make_generator
-
     v0 = torch.randn(x.shape, generator=make_generator(seed, "power-iteration"), dtype=x.dtype).to(x.device)
     if method == "lanczos":
         return TopEigen(*_lanczos(hvp, v0, iters, tol))
@@ -232,24 +212,24 @@ def top_hessian_eigenvalue(
     return TopEigen(mu - rho, n1 + n2, ok1 and ok2)
 
 
-def hessian_top_eigenvalue(
+def hessian_top_eigenvalue_at_init(
     problem: Problem, iters: int = 100, tol: float = 1e-6, method: str = "lanczos"
 ) -> TopEigen:
     """lambda_max of the loss Hessian at Q^(0), in Q coordinates (d x d), for the configured engine."""
-    loss_fn, Q0 = init_loss_fn(problem)
-    return top_hessian_eigenvalue(loss_fn, Q0, iters, tol, seed=problem.config.seed, method=method)
+    loss_fn, Q0 = training_objective_at_init(problem)
+    return hessian_top_eigenvalue_at(loss_fn, Q0, iters, tol, seed=problem.config.seed, method=method)
 
 
 def eta_max(problem: Problem, iters: int = 100, tol: float = 1e-6, method: str = "lanczos") -> float:
     """Largest stable gradient-descent step at initialisation, eta_max = 2 / lambda_max.
 
     lambda_max is the top eigenvalue of the loss Hessian at Q^(0) w.r.t. Q, from Hessian-vector
-    products (Lanczos by default, or power iteration; see top_hessian_eigenvalue). GD on
+    products (Lanczos by default, or power iteration; see hessian_top_eigenvalue_at). GD on
     M = V^T Q V in the kernel engine's S space is the same algorithm, so Q coordinates are the
     right ones.
     Infinite when lambda_max <= 0 (no curvature to go unstable on, locally).
     """
-    lam = hessian_top_eigenvalue(problem, iters, tol, method).value
+    lam = hessian_top_eigenvalue_at_init(problem, iters, tol, method).value
     return 2.0 / lam if lam > 0 else math.inf
 
 
@@ -265,7 +245,7 @@ def theory_report(
     problem = cfg_or_problem if isinstance(cfg_or_problem, Problem) else build_problem(cfg_or_problem)
     cfg = problem.config
     th = theory_of(problem)
-    top = hessian_top_eigenvalue(problem, iters, tol, method)
+    top = hessian_top_eigenvalue_at_init(problem, iters, tol, method)
     K = problem.features.K
     return {
         **th.as_dict(),

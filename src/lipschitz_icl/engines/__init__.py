@@ -1,11 +1,15 @@
-"""Engines that evaluate the population loss: ``kernel`` (exact, K x K) and ``sampled`` (prompts)."""
+"""Engines that evaluate the population loss: ``kernel`` (exact, K x K) and ``sampled`` (prompts).
 
-from .base import Engine, StepOutput, make_generator, resolve_device
-from .build import build_engine
+Importing this package registers both (``engines.registry``)."""
+
+from ..rng import make_generator
+from .base import Engine, EngineBatch, StepOutput, resolve_device
 from .kernel import KernelEngine, kernel_loss
+from .registry import batchable, build_engine, engine_class, engine_names, register_engine
 from .sampled import SampledEngine, draw_prompts
 
 __all__ = [
-    "Engine", "KernelEngine", "SampledEngine", "StepOutput", "build_engine", "draw_prompts",
-    "kernel_loss", "make_generator", "resolve_device",
+    "Engine", "EngineBatch", "KernelEngine", "SampledEngine", "StepOutput", "batchable", "build_engine",
+    "draw_prompts", "engine_class", "engine_names", "kernel_loss", "make_generator", "register_engine",
+    "resolve_device",
 ]

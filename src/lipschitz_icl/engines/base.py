@@ -1,25 +1,35 @@
-"""What every engine gives the trainer: parameters, one forward+backward, metrics and tests."""
+"""What every engine gives the trainer and the rest of the toolkit: the interface and its hooks.
+
+An engine evaluates the training objective of a run: ``forward_backward`` computes the loss at
+the current parameters and fills their gradients. The class-level hooks let the config, the
+memory check, the theory and the batched trainer ask the engine instead of branching on its
+kind; see ``engines.registry`` for how an engine is registered under ``engine.kind``.
+"""
 
 from __future__ import annotations
 
-import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import torch
 
+from ..errors import ConfigError
 
-def make_generator(seed: int, stream: str) -> torch.Generator:
-    """A CPU generator for one named random stream of a run (features, counts, tests, ...)."""
-    digest = hashlib.sha256(f"{seed}:{stream}".encode()).digest()
-    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") & (2**63 - 1))
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..problem import Problem
+    from ..tasks import TaskClass
+
+SizeCheck = tuple[str, str, int]  # (config field to name, what is held, tensor elements)
+Objective = Callable[[torch.Tensor], torch.Tensor]  # Q (d x d) -> the training loss at Q
 
 
 def resolve_device(name: str) -> torch.device:
+    """The torch device of ``engine.device`` (auto: CUDA when available, else the CPU)."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        from ..errors import ConfigError
-
         raise ConfigError("engine.device", "cuda was asked for but no CUDA device is available (allowed: auto, cpu)")
     return torch.device(name)
 
@@ -33,8 +43,67 @@ class StepOutput:
     heads: torch.Tensor | None = None
 
 
+class EngineBatch(Protocol):
+    """R runs of one engine stacked into one tensor program (what the batched trainer drives)."""
+
+    M: torch.Tensor  # (R, K, K) the runs' scores M[r, k, n] = v_n^T Q v_k
+
+    def redraw(self) -> None: ...  # fresh random draws for every run that resamples
+
+    def step(self, full: bool = False): ...  # loss, attn_self, grad (+ attn, tests when full)
+
+    def evaluate(self, rows: list[int]): ...  # attention and test errors of some rows, no gradient
+
+    def update(self) -> None: ...  # one optimizer step on every run
+
+    def keep(self, rows: list[int]) -> None: ...  # drop the runs that ended
+
+
 class Engine:
-    """Interface. ``forward_backward`` fills .grad of ``parameters()`` and returns the step output."""
+    """Interface. ``forward_backward`` fills .grad of ``parameters()`` and returns the step output.
+
+    Class-level hooks (override what applies; the defaults suit an engine with no extra checks,
+    no large working set, and no batched trainer):
+      name              the ``engine.kind`` it is registered under
+      from_problem      build the engine of a run from its Problem
+      check_config      refuse configs the engine cannot run (raise ConfigError naming the field)
+      working_set       its largest tensors, for the memory check before a run
+      batchable, stack  whether runs of a config go through the batched trainer, and the batch
+    """
+
+    name: ClassVar[str] = ""
+    device: torch.device = torch.device("cpu")
+
+    @classmethod
+    def from_problem(cls, problem: Problem) -> Engine:
+        raise NotImplementedError
+
+    @classmethod
+    def check_config(cls, cfg: Config) -> None:
+        """Raise ConfigError if this engine cannot run ``cfg``."""
+
+    @classmethod
+    def working_set(cls, cfg: Config, tasks: dict[str, TaskClass]) -> list[SizeCheck]:
+        """The engine's largest tensors for ``cfg`` (``tasks``: config field -> task class of
+        the training and test functions), each as (field, what, elements)."""
+        return []
+
+    @classmethod
+    def batchable(cls, cfg: Config) -> bool:
+        """Whether runs of ``cfg`` go through the batched trainer (``stack``): the one rule."""
+        return False
+
+    @classmethod
+    def stack(cls, engines: list[Engine], lrs: list[float]) -> EngineBatch:
+        """The runs of ``engines`` (equal ``batch_key``) as one batch, with step sizes eta."""
+        raise NotImplementedError(f"engine {cls.name!r} has no batched trainer")
+
+    def batch_key(self) -> tuple:
+        """Runs with equal keys can share a batch."""
+        raise NotImplementedError(f"engine {self.name!r} has no batched trainer")
+
+    def load_final_scores(self, scores: torch.Tensor | None) -> None:
+        """Take the scores a batched run ended with (so that ``model_state`` is the trained model)."""
 
     def parameters(self) -> list[torch.Tensor]:
         raise NotImplementedError
@@ -54,3 +123,8 @@ class Engine:
     def test_errors(self) -> dict[str, float]:
         """Prediction error 1/2 E[(y_hat - f(x_q))^2] on functions never used in training."""
         raise NotImplementedError
+
+    def objective_in_q(self) -> Objective:
+        """The objective this engine trains, as a float64 function of a merged Q (d x d) on
+        ``self.device``, for the theory (the Hessian at Q^(0), eta_max)."""
+        raise NotImplementedError(f"engine {self.name!r} gives the theory no objective in Q")

@@ -15,25 +15,21 @@ from ``kernel_grad.kernel_loss_grad``; ``kernel_loss`` below is the autograd ref
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
-from ..features import FeatureSet
-from .base import Engine, StepOutput
+from ..errors import ConfigError
+from .base import Engine, Objective, SizeCheck, StepOutput
+from .kernel_batch import KernelBatch, batch_key
 from .kernel_grad import diagonal_of, kernel_loss_grad, symmetrize
-from .kernel_spec import KernelSpec
+from .kernel_spec import KernelSpec, kernel_spec
+from .registry import register_engine
 
-COUNT_CHUNK = 2**22  # feature ids drawn per call of torch.multinomial (part of the random stream: keep)
-
-
-def draw_counts(fs: FeatureSet, N: int, B: int, gen: torch.Generator) -> torch.Tensor:
-    """B multinomial(N, p) count vectors, (B, K) float."""
-    out = torch.zeros(B, fs.K, dtype=fs.V.dtype)
-    rows_per = max(1, COUNT_CHUNK // max(N, 1))
-    for start in range(0, B, rows_per):
-        rows = min(rows_per, B - start)
-        ids = torch.multinomial(fs.p.cpu(), rows * N, replacement=True, generator=gen).view(rows, N)
-        out[start : start + rows].scatter_add_(1, ids, torch.ones(rows, N, dtype=out.dtype))
-    return out
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..problem import Problem
+    from ..tasks import TaskClass
 
 
 def kernel_loss(
@@ -61,9 +57,58 @@ def kernel_loss(
     return loss, a.mean(1)
 
 
+@register_engine
 class KernelEngine(Engine):
     """One kernel-engine run. Training in S space with gd/sgd goes through the batched trainer
     (``train_batch``), which shares ``kernel_loss_grad`` with this class."""
+
+    name = "kernel"
+
+    @classmethod
+    def from_problem(cls, problem: Problem) -> KernelEngine:
+        return cls(kernel_spec(problem))
+
+    @classmethod
+    def check_config(cls, cfg: Config) -> None:
+        if cfg.model.kind != "reduced":
+            raise ConfigError(
+                "engine.kind",
+                f"the kernel engine supports model.kind=reduced only (got {cfg.model.kind}; use engine.kind=sampled)",
+            )
+        if cfg.engine.train_prompts is not None:
+            raise ConfigError("engine.train_prompts", "needs engine.kind=sampled (the kernel engine has no prompts)")
+
+    @classmethod
+    def working_set(cls, cfg: Config, tasks: dict[str, TaskClass]) -> list[SizeCheck]:
+        """The B count draws (and the multinomial sampling behind them) and the test functions'
+        values on the K features."""
+        K, d, N, e, M = cfg.features.K, cfg.features.d, cfg.prompt.N, cfg.engine, cfg.eval.functions
+        checks = []
+        if e.counts == "multinomial":
+            checks.append(("engine.draws", f"the kernel engine's count draws (draws={e.draws}, K={K})",
+                           8 * e.draws * K))
+            checks.append(("engine.draws", f"the multinomial sampling (draws={e.draws}, N={N})", e.draws * N))
+        for task in tasks.values():
+            checks.append(("eval.functions", f"the test functions on the features (functions={M}, K={K}, d={d})",
+                           2 * task.elements(M, K)))
+        return checks
+
+    @classmethod
+    def batchable(cls, cfg: Config) -> bool:
+        """S space (``auto`` means S unless Adam) with plain gradient steps (gd or sgd)."""
+        return cfg.train.optimizer in ("gd", "sgd") and cfg.engine.space != "Q"
+
+    @classmethod
+    def stack(cls, engines: list[Engine], lrs: list[float]) -> KernelBatch:
+        return KernelBatch([e.spec for e in engines], lrs)
+
+    def batch_key(self) -> tuple:
+        return batch_key(self.spec)
+
+    def load_final_scores(self, scores: torch.Tensor | None) -> None:
+        if scores is not None:
+            with torch.no_grad():
+                self.M.copy_(scores)
 
     def __init__(self, spec: KernelSpec) -> None:
         self.spec = spec
@@ -136,3 +181,14 @@ class KernelEngine(Engine):
     def test_errors(self) -> dict[str, float]:
         out = self._forward(self.test_sigmas, False)
         return {name: float(v[0]) for name, v in out.tests.items()}
+
+    def objective_in_q(self) -> Objective:
+        """The exact population loss with this engine's counts (its B draws or N p), in float64."""
+        V, counts = self.V.double(), self.counts.double()
+        sigma, p, tau = self.sigma.double(), self.p.double(), self.tau
+
+        def loss_kernel(Q: torch.Tensor) -> torch.Tensor:
+            M = V.T @ Q.T @ V  # M_kn = v_n^T Q v_k
+            return kernel_loss(M, counts, sigma, p, tau)[0]
+
+        return loss_kernel

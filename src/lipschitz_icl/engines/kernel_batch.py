@@ -56,7 +56,7 @@ class KernelBatch:
         self.counts = torch.stack([c for c, _ in pairs])  # (R, K, B) counts c_n, feature first
         self.inv_c = torch.stack([i for _, i in pairs]) if self.noisy else None  # 1 / max(c_n, 1)
 
-    def redraw_counts(self) -> None:
+    def redraw(self) -> None:
         """Fresh count draws for every run, each from its own generator (SGD)."""
         if self.resample:
             self._set_counts([s.new_counts() for s in self.specs])

@@ -189,68 +189,88 @@ def _loss_grad(
 ) -> KernelOut:
     """The (n, k, b) tensor path; ``train=False`` computes the test errors only."""
     if diag is not None and not exact:  # diagonal Sigma: matrix products only (kernel_diag)
-        R, K, B = counts.shape
-        pieces = []
-        for rs in run_chunks(R, max(1, 4 * chunk_elements // (K * B))):  # bounds the (r, K, B) scratch
-            pieces.append(loss_grad_diag(
-                M[rs], counts[rs], diag[rs], p[rs], None if tau2 is None else tau2[rs],
-                None if inv_c is None else inv_c[rs], need_grad, full_attn,
-                lambda name, shape=(rs.stop - rs.start, K, B): _WS.get(name, shape, M),
-            ))
-        loss, attn_self, attn, grad = (
-            None if piece[0] is None else (piece[0] if len(pieces) == 1 else torch.cat(piece))
-            for piece in zip(*pieces, strict=True)
-        )
-        tests_out = {}
-        if tests:  # unseen functions have a dense Sigma: their errors come from the (n, k, b) tensor
-            tests_out = _loss_grad(M, counts, inv_c, sigma, p, tau2, tests, False, False, chunk_elements, None,
-                                   False, train=False).tests
-        return KernelOut(loss, attn_self, attn, grad, tests_out)
+        return _loss_grad_diagonal(M, counts, inv_c, sigma, p, tau2, tests, need_grad, full_attn, chunk_elements,
+                                   diag)
     R, K, _ = M.shape
     B = counts.shape[-1]
     P = None if exact else torch.softmax(M, dim=-1)  # P_kn = e^{M_kn} / sum_m e^{M_km}
     q_slices = query_chunks(K, B, chunk_elements)
     kc_max = max(q.stop - q.start for q in q_slices)
     blocks = [(rs, qs) for rs in run_chunks(R, max(1, chunk_elements // (kc_max * B * K))) for qs in q_slices]
-    parts = []
-    for rs, qs in blocks:
-        part: dict[str, torch.Tensor] = {}  # per block: (r, kc[, K]) pieces of the outputs
-        c = counts[rs]
-        shape = (c.shape[0], K, qs.stop - qs.start, B)  # (r, n, kc, B)
-        a, g, tmp = (_WS.get(name, shape, M) for name in ("a", "g", "tmp"))
-        if exact:
-            _attention_exact(M[rs], c, qs, a)
-        else:
-            _attention(P[rs], c, qs, a)
-        if train:  # Attn_k: the same row-wise mean over b as the full attention, so they agree exactly
-            part["attn_self"] = torch.diagonal(a[:, qs], dim1=1, dim2=2).transpose(1, 2).contiguous().mean(-1)
-        if full_attn:
-            part["attn"] = a.mean(-1).transpose(1, 2)  # Attn_{k->n}
-        h = noise = None
-        if tau2 is not None:
-            t2 = tau2[rs].view(-1, 1, 1)
-            h = torch.mul(a, inv_c[rs].unsqueeze(2), out=_WS.get("h", shape, M))  # a_n / c_n
-            noise = t2 * torch.mul(a, h, out=tmp).sum(1)  # tau^2 sum_n a_n^2 / c_n
-        for name, s in tests.items():
-            tq = _quad(a, s[rs], qs, None, g, tmp)[1]
-            part["test:" + name] = (tq if noise is None else tq + noise).mean(-1)
-        parts.append(part)
-        if not train:
-            continue
-        ag, quad = _quad(a, sigma[rs], qs, None if diag is None else diag[rs], g, tmp)
-        part["quad"] = (quad if noise is None else quad + noise).mean(-1)
-        if need_grad:
-            if h is not None:
-                g.add_(h.mul_(t2.unsqueeze(-1)))  # dL/da up to p_k / B: g + tau^2 a / c
-                ag = torch.mul(a, g, out=tmp).sum(1, keepdim=True)
-            g.sub_(ag).mul_(a)  # softmax backward: a (g - <a, g>)
-            part["grad"] = g.sum(-1).transpose(1, 2) * (p[rs, qs] / B).unsqueeze(-1)
+    inputs = (M, P, counts, inv_c, sigma, p, tau2, tests, diag)
+    parts = [_block(inputs, rs, qs, need_grad, full_attn, exact, train) for rs, qs in blocks]
     out = parts[0] if len(blocks) == 1 else _assemble(M, blocks, parts)
     tests_out = {name: 0.5 * (p * out["test:" + name]).sum(-1) for name in tests}
     if not train:
         return KernelOut(M.new_zeros(R), M.new_zeros(R, K), None, None, tests_out)
     loss = 0.5 * (p * out["quad"]).sum(-1)
     return KernelOut(loss, out["attn_self"], out.get("attn"), out.get("grad"), tests_out)
+
+
+def _loss_grad_diagonal(
+    M: torch.Tensor, counts: torch.Tensor, inv_c: torch.Tensor | None, sigma: torch.Tensor, p: torch.Tensor,
+    tau2: torch.Tensor | None, tests: dict[str, torch.Tensor], need_grad: bool, full_attn: bool,
+    chunk_elements: int, diag: torch.Tensor,
+) -> KernelOut:
+    """Diagonal Sigma (``diag`` (R, K)): loss, attention and gradient from ``kernel_diag`` in
+    chunks of runs; the test errors (dense Sigma of unseen functions) from the (n, k, b) path."""
+    R, K, B = counts.shape
+    pieces = []
+    for rs in run_chunks(R, max(1, 4 * chunk_elements // (K * B))):  # bounds the (r, K, B) scratch
+        pieces.append(loss_grad_diag(
+            M[rs], counts[rs], diag[rs], p[rs], None if tau2 is None else tau2[rs],
+            None if inv_c is None else inv_c[rs], need_grad, full_attn,
+            lambda name, shape=(rs.stop - rs.start, K, B): _WS.get(name, shape, M),
+        ))
+    loss, attn_self, attn, grad = (
+        None if piece[0] is None else (piece[0] if len(pieces) == 1 else torch.cat(piece))
+        for piece in zip(*pieces, strict=True)
+    )
+    tests_out = {}
+    if tests:
+        tests_out = _loss_grad(M, counts, inv_c, sigma, p, tau2, tests, False, False, chunk_elements, None,
+                               False, train=False).tests
+    return KernelOut(loss, attn_self, attn, grad, tests_out)
+
+
+def _block(
+    inputs: tuple, rs: slice, qs: slice, need_grad: bool, full_attn: bool, exact: bool, train: bool
+) -> dict[str, torch.Tensor]:
+    """One block of runs rs and queries qs: its (r, kc[, K]) pieces of the outputs (attn_self,
+    attn, test:<name>, quad, grad). ``inputs``: (M, P, counts, inv_c, sigma, p, tau2, tests, diag)."""
+    M, P, counts, inv_c, sigma, p, tau2, tests, diag = inputs
+    K, B = M.shape[1], counts.shape[-1]
+    part: dict[str, torch.Tensor] = {}
+    c = counts[rs]
+    shape = (c.shape[0], K, qs.stop - qs.start, B)  # (r, n, kc, B)
+    a, g, tmp = (_WS.get(name, shape, M) for name in ("a", "g", "tmp"))
+    if exact:
+        _attention_exact(M[rs], c, qs, a)
+    else:
+        _attention(P[rs], c, qs, a)
+    if train:  # Attn_k: the same row-wise mean over b as the full attention, so they agree exactly
+        part["attn_self"] = torch.diagonal(a[:, qs], dim1=1, dim2=2).transpose(1, 2).contiguous().mean(-1)
+    if full_attn:
+        part["attn"] = a.mean(-1).transpose(1, 2)  # Attn_{k->n}
+    h = noise = None
+    if tau2 is not None:
+        t2 = tau2[rs].view(-1, 1, 1)
+        h = torch.mul(a, inv_c[rs].unsqueeze(2), out=_WS.get("h", shape, M))  # a_n / c_n
+        noise = t2 * torch.mul(a, h, out=tmp).sum(1)  # tau^2 sum_n a_n^2 / c_n
+    for name, s in tests.items():
+        tq = _quad(a, s[rs], qs, None, g, tmp)[1]
+        part["test:" + name] = (tq if noise is None else tq + noise).mean(-1)
+    if not train:
+        return part
+    ag, quad = _quad(a, sigma[rs], qs, None if diag is None else diag[rs], g, tmp)
+    part["quad"] = (quad if noise is None else quad + noise).mean(-1)
+    if need_grad:
+        if h is not None:
+            g.add_(h.mul_(t2.unsqueeze(-1)))  # dL/da up to p_k / B: g + tau^2 a / c
+            ag = torch.mul(a, g, out=tmp).sum(1, keepdim=True)
+        g.sub_(ag).mul_(a)  # softmax backward: a (g - <a, g>)
+        part["grad"] = g.sum(-1).transpose(1, 2) * (p[rs, qs] / B).unsqueeze(-1)
+    return part
 
 
 def _assemble(M: torch.Tensor, blocks: list[tuple[slice, slice]], parts: list[dict]) -> dict[str, torch.Tensor]:

@@ -13,15 +13,30 @@ import torch
 
 from ..features import FeatureSet
 from ..models import make_model
+from ..rng import make_generator
 from ..tasks import make_task
-from .base import make_generator, resolve_device
+from .base import resolve_device
 from .kernel_grad import symmetrize
 
 if TYPE_CHECKING:
     from ..problem import Problem
 
+COUNT_CHUNK = 2**22  # feature ids drawn per call of torch.multinomial (part of the random stream: keep)
+
+
+def draw_counts(fs: FeatureSet, N: int, B: int, gen: torch.Generator) -> torch.Tensor:
+    """B multinomial(N, p) count vectors c (B, K) float: the context counts of B prompts."""
+    out = torch.zeros(B, fs.K, dtype=fs.V.dtype)
+    rows_per = max(1, COUNT_CHUNK // max(N, 1))
+    for start in range(0, B, rows_per):
+        rows = min(rows_per, B - start)
+        ids = torch.multinomial(fs.p.cpu(), rows * N, replacement=True, generator=gen).view(rows, N)
+        out[start : start + rows].scatter_add_(1, ids, torch.ones(rows, N, dtype=out.dtype))
+    return out
+
 
 def cast_features(fs: FeatureSet, dtype: torch.dtype) -> FeatureSet:
+    """The features with V and p in ``dtype``."""
     return FeatureSet(fs.V.to(dtype), fs.p.to(dtype), fs.noise)
 
 
@@ -56,8 +71,6 @@ class KernelSpec:
         """The next count draws: (B, K) on device (mean field: N p, always the same)."""
         if self.mean_field:
             return (self.N * self.fs.p).unsqueeze(0).to(self.device)
-        from .kernel import draw_counts
-
         return draw_counts(self.fs, self.N, self.draws, self.count_gen).to(self.device)
 
     def count_inputs(self, counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:

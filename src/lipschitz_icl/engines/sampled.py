@@ -7,14 +7,23 @@ for full-batch gradient descent), runs the model, and takes 1/2 mean (y_hat - f(
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
+from ..errors import ConfigError
 from ..features import FeatureSet
 from ..models import effective_Q
+from ..rng import make_generator
 from ..tasks import TaskClass, check_finite
-from .base import Engine, StepOutput, make_generator
+from .base import Engine, Objective, SizeCheck, StepOutput
+from .kernel_spec import engine_inputs
+from .registry import register_engine
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..problem import Problem
 
 
 @dataclass
@@ -59,10 +68,46 @@ def attention_by_feature(ids: torch.Tensor, attn: torch.Tensor, K: int) -> torch
     return out.reshape(*lead, K, K)
 
 
+@register_engine
 class SampledEngine(Engine):
     """Trains on fresh prompts every step (``resample``), one fixed batch (full-batch GD), or a
     fixed training set of M prompts (``train_prompts``: full batch if batch >= M, else
     minibatches of ``batch`` distinct prompts drawn from the M with the engine's generator)."""
+
+    name = "sampled"
+
+    @classmethod
+    def from_problem(cls, problem: Problem) -> SampledEngine:
+        cfg = problem.config
+        device, _, fs, test_tasks, model = engine_inputs(problem)
+        return cls(
+            fs, problem.task, model.to(device), cfg.prompt.N, batch=cfg.engine.batch,
+            resample=cfg.resample, tau=cfg.task.label_noise, seed=cfg.seed, test_tasks=test_tasks,
+            test_prompts=cfg.eval.functions, device=device, train_prompts=cfg.engine.train_prompts,
+        )
+
+    @classmethod
+    def check_config(cls, cfg: Config) -> None:
+        if cfg.engine.train_prompts is not None and cfg.engine.resample:
+            raise ConfigError("engine.resample", "cannot be true with a fixed training set (engine.train_prompts)")
+
+    @classmethod
+    def working_set(cls, cfg: Config, tasks: dict[str, TaskClass]) -> list[SizeCheck]:
+        """A batch of prompts and the test prompts (tokens, or the task's own larger need), and
+        the fixed training set when there is one."""
+        d, e = cfg.features.d, cfg.engine
+        points = cfg.prompt.N + 1  # context tokens and the query
+        checks = []
+        for field, n, what in (("engine.batch", e.batch, "a batch of prompts"),
+                               ("eval.functions", cfg.eval.functions, "the test prompts")):
+            for name, task in tasks.items():
+                size = 4 * max(n * points * d, task.elements(n, points))
+                checks.append((field, f"{what} ({field.split('.')[1]}={n}, N+1={points}, d={d}, "
+                               f"{name}={getattr(task, 'name', '?')})", size))
+        if e.train_prompts is not None:  # the fixed training set is kept whole
+            checks.append(("engine.train_prompts", f"the fixed training set (train_prompts={e.train_prompts}, "
+                           f"N+1={points}, d={d})", 2 * e.train_prompts * points * (d + 1)))
+        return checks
 
     def __init__(
         self,
@@ -142,3 +187,17 @@ class SampledEngine(Engine):
     @torch.no_grad()
     def test_errors(self) -> dict[str, float]:
         return {name: float(self._loss(b)[0]) for name, b in self.test_batches.items()}
+
+    def objective_in_q(self) -> Objective:
+        """The reduced model's loss on one fixed batch of prompts (the engine's full batch, or the
+        next fresh batch when it resamples), in float64, whatever the engine's model."""
+        batch = self.batch if self.batch is not None else self._draw()
+        x, y = batch.x.double(), batch.y.double()
+        target = y[:, -1]  # f(x_q)
+
+        def loss_sampled(Q: torch.Tensor) -> torch.Tensor:
+            logits = torch.einsum("bnd,de,be->bn", x[:, :-1], Q, x[:, -1])  # x_i^T Q x_q
+            y_hat = (torch.softmax(logits, dim=-1) * y[:, :-1]).sum(-1)
+            return 0.5 * (y_hat - target).square().mean()
+
+        return loss_sampled
