@@ -87,6 +87,14 @@ class ClaimResult:
     notes: str = ""
     experiment: str = ""
     wall_s: float = 0.0
+    # True when the invariance f = L g (GD depends on (eta, L) only through eta L^2) or the geometry fixes
+    # the outcome whatever the data; forced_reason says which, in one line.
+    forced: bool = False
+    forced_reason: str = ""
+    censored: int = 0  # runs that did not reach their target within the budget; never silently dropped
+    interval: dict[str, list[float]] = field(default_factory=dict)  # statistic name -> [low, high]
+    size: str = ""  # tiny | quick | full: the sizes the experiment ran at
+    undecided_because: str = ""  # for an inconclusive verdict: what would decide it
 
     def as_dict(self) -> dict[str, Any]:
         return _clean(asdict(self))
