@@ -12,7 +12,7 @@ from matplotlib import colormaps
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, LogLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, LogLocator, MaxNLocator, NullFormatter
 
 from ..api import Run, load_run
 
@@ -50,13 +50,17 @@ def _decades(lo: float, hi: float) -> float:
 def log_axis(ax: Axes, which: str = "y") -> None:
     """Put ``which`` ("x" or "y") on a log scale with at most MAX_LOG_TICKS labelled ticks.
 
-    Over less than two decades the labelled ticks are 1, 2, 5 x 10^k written plainly (0.5, 2,
-    200); otherwise powers of ten, thinned by LogLocator's numticks. Minor ticks are never labelled, so labels cannot
+    Over less than 0.7 decade the labelled ticks are evenly spaced round values (1.2, 1.4, ...);
+    over less than two decades 1, 2, 5 x 10^k written plainly (0.5, 2, 200); otherwise powers
+    of ten, thinned by LogLocator's numticks. Minor ticks are never labelled, so labels cannot
     crowd into each other (matplotlib's default labels minor ticks on short log ranges)."""
     axis = ax.xaxis if which == "x" else ax.yaxis
     (ax.set_xscale if which == "x" else ax.set_yscale)("log")
     lo, hi = sorted(ax.get_xlim() if which == "x" else ax.get_ylim())
-    if _decades(lo, hi) < 2.0:
+    if _decades(lo, hi) < 0.7:  # too short for 1-2-5: evenly spaced round values (log ~ linear here)
+        axis.set_major_locator(MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10]))
+        axis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:g}"))
+    elif _decades(lo, hi) < 2.0:
         axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0), numticks=MAX_LOG_TICKS))
         axis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:g}"))
     else:
