@@ -3,6 +3,7 @@ legends, log-axis tick labels that never overlap, and no pyplot state left behin
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from pathlib import Path
 
@@ -197,3 +198,20 @@ def test_the_overlap_check_sees_matplotlib_default_minor_labels():
     renderer = fig.canvas.get_renderer()
     boxes = [t.label1.get_window_extent(renderer) for t in ax.xaxis.get_minor_ticks() if t.label1.get_text()]
     assert any(a.overlaps(b) for a, b in itertools.combinations(boxes, 2))
+
+
+def test_bad_arguments_and_missing_metrics_are_named(tiny_run, tiny_sweep):
+    with pytest.raises(UserInputError, match="time must be one of T_eps, T_1, got 'T_2'"):
+        plots.time_vs_lipschitz(tiny_sweep, time="T_2")
+    with pytest.raises(UserInputError, match="time must be one of"):
+        plots.time_vs_theory(tiny_sweep, time="steps")
+    no_scores = dataclasses.replace(tiny_run, metrics=tiny_run.metrics[~tiny_run.metrics.metric.isin(["A", "B"])])
+    with pytest.raises(UserInputError, match="no 'A' metric recorded"):
+        plots.score_trajectories(no_scores)  # as for the transformer model, which records no A, B
+
+
+def test_time_vs_lipschitz_of_T1(tiny_sweep):
+    ax = plots.time_vs_lipschitz(tiny_sweep, time="T_1").axes[0]
+    assert ax.get_ylabel().startswith("T$_1$")
+    y = np.concatenate([ln.get_ydata() for ln in ax.get_lines() if ln.get_label().startswith("runs")])
+    np.testing.assert_allclose(np.sort(y), np.sort(plots.sweep_frame(tiny_sweep)["T_1"].dropna().to_numpy()))
