@@ -1,0 +1,95 @@
+"""Shared pieces of the plotting API: a fresh Figure (no pyplot state), log axes whose tick
+labels never overlap, outcome colours, and the run/sweep inputs every function accepts."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, LogLocator, MaxNLocator, NullFormatter
+
+from ..api import Run, load_run
+
+PANEL_SIZE = (4.6, 3.4)  # inches per panel
+MAX_LOG_TICKS = 6  # labelled ticks on a log axis, at most
+# how each run status is drawn (phase diagram, sweep scatter plots)
+OUTCOME_COLORS = {
+    "converged": "tab:green",
+    "budget": "tab:orange",
+    "diverged": "tab:red",
+    "interrupted": "tab:purple",
+    "failed": "tab:gray",
+    "pending": "lightgray",
+    "running": "lightgray",
+}
+T1_STYLE = {"color": "tab:blue", "ls": ":", "lw": 1.2}  # T_1: end of the fast phase
+TEPS_STYLE = {"color": "tab:red", "ls": "--", "lw": 1.2}  # T_eps: first step with loss <= eps
+
+
+def new_figure(ncols: int = 1, nrows: int = 1) -> tuple[Figure, np.ndarray]:
+    """A Figure with an Agg canvas and an (nrows, ncols) array of axes; pyplot is never used,
+    so nothing stays open in a global figure manager."""
+    fig = Figure(figsize=(PANEL_SIZE[0] * ncols, PANEL_SIZE[1] * nrows), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    for ax in axes.flat:
+        ax.grid(True, alpha=0.3)
+    return fig, axes
+
+
+def _decades(lo: float, hi: float) -> float:
+    return math.log10(hi / lo) if lo > 0 and hi > lo else 0.0
+
+
+def log_axis(ax: Axes, which: str = "y") -> None:
+    """Put ``which`` ("x" or "y") on a log scale with at most MAX_LOG_TICKS labelled ticks.
+
+    Over less than 0.7 decade the labelled ticks are evenly spaced round values (1.2, 1.4, ...);
+    over less than two decades 1, 2, 5 x 10^k written plainly (0.5, 2, 200); otherwise powers
+    of ten, thinned by LogLocator's numticks. Minor ticks are never labelled, so labels cannot
+    crowd into each other (matplotlib's default labels minor ticks on short log ranges)."""
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    (ax.set_xscale if which == "x" else ax.set_yscale)("log")
+    lo, hi = sorted(ax.get_xlim() if which == "x" else ax.get_ylim())
+    if _decades(lo, hi) < 0.7:  # too short for 1-2-5: evenly spaced round values (log ~ linear here)
+        axis.set_major_locator(MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10]))
+        axis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:g}"))
+    elif _decades(lo, hi) < 2.0:
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0), numticks=MAX_LOG_TICKS))
+        axis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:g}"))
+    else:
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0,), numticks=MAX_LOG_TICKS))
+        axis.set_major_formatter(LogFormatterSciNotation(base=10))
+    axis.set_minor_locator(LogLocator(base=10, subs=np.arange(2, 10) * 1.0, numticks=12))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def colors(n: int) -> list:
+    """n colours from viridis (the darkest 90 % of it, so none is too pale)."""
+    cmap = colormaps["viridis"]
+    return [cmap(i / max(1, n - 1) * 0.9) for i in range(n)]
+
+
+def steps_marker_every(n_points: int) -> dict:
+    """Line style for recorded series: every recorded point is a marker while the grid is
+    coarse (few points), so straight segments between them are not read as plateaus."""
+    return {"marker": "o", "ms": 2.5} if n_points <= 80 else {"marker": ".", "ms": 1.5}
+
+
+def as_runs(runs: Run | str | Path | Iterable[Run | str | Path]) -> list[Run]:
+    """One Run, a run directory, or a list of either, as a list of Runs."""
+    items = [runs] if isinstance(runs, (Run, str, Path)) else list(runs)
+    return [r if isinstance(r, Run) else load_run(r) for r in items]
+
+
+def run_label(run: Run) -> str:
+    """A short legend label: the run's directory name, else task and L."""
+    if run.dir is not None:
+        return Path(run.dir).name
+    return f"{run.summary.get('task', run.config.task.kind)} L={run.summary.get('L', run.config.task.L):.3g}"
