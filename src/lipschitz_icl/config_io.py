@@ -26,6 +26,12 @@ def short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def clip(value: Any, limit: int = 200) -> str:
+    """str of a user value (a path), cut to ``limit`` characters."""
+    text = str(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 # --------------------------------------------------------------------------- error formatting
 
 
@@ -85,6 +91,66 @@ def format_validation_error(err: ValidationError, root: type[BaseModel]) -> Conf
 # --------------------------------------------------------------------------- YAML
 
 
+class CoreSafeLoader(yaml.SafeLoader):
+    """PyYAML's safe loader with the YAML 1.2 core schema's plain scalars (one resolver for files and
+    overrides: ``1e-3`` is a float wherever it appears, ``yes``/``on``/``010``/``1:30`` are what they
+    look like) and duplicate keys refused."""
+
+    yaml_implicit_resolvers = {
+        first: [(tag, rx) for tag, rx in resolvers if tag.rsplit(":", 1)[1] not in ("bool", "int", "float",
+                                                                                    "timestamp")]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # keys from a merged anchor may be overridden
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:
+                continue  # an unhashable key: the safe loader refuses it itself
+            if duplicate:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {short(key)}",
+                                                        key_node.start_mark)
+        return super().construct_mapping(node, deep)
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        text = self.construct_scalar(node)
+        try:
+            return int(text, 0) if text.lower().startswith(("0o", "0x")) else int(text, 10)
+        except ValueError:  # Python refuses to parse integers of more than 4300 digits
+            raise yaml.constructor.ConstructorError(None, None, f"integer of {len(text)} characters is too "
+                                                    "long (at most 4300 digits)", node.start_mark) from None
+
+
+CoreSafeLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+CoreSafeLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:int", re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"), list("-+0123456789"))
+CoreSafeLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+    list("-+0123456789."))
+CoreSafeLoader.add_constructor("tag:yaml.org,2002:int", CoreSafeLoader.construct_yaml_int)
+
+
+def load_yaml(text: str) -> Any:
+    """Parse YAML text with CoreSafeLoader (no Python objects: only the safe tags)."""
+    return yaml.load(text, Loader=CoreSafeLoader)
+
+
+def _yaml_problem(e: yaml.YAMLError) -> str:
+    """Where and why YAML text was refused: ' at line 3 (duplicate key ...)'."""
+    mark = getattr(e, "problem_mark", None)
+    where = f" at line {mark.line + 1}" if mark is not None else ""
+    problem = getattr(e, "problem", None) or ""
+    return where + (f" ({problem})" if problem else "")
+
+
 def check_shape(data: Any, what: str = "config") -> None:
     """Refuse data nested deeper than MAX_CONFIG_DEPTH or holding more than MAX_CONFIG_VALUES values
     (YAML aliases can make a small file expand exponentially: this stops at the budget)."""
@@ -104,29 +170,36 @@ def check_shape(data: Any, what: str = "config") -> None:
             stack.extend((v, depth + 1) for v in node)
 
 
+def path_kind(path: str | Path) -> str:
+    """'file', 'dir', 'other' or 'missing'; a name the system refuses (too long, a NUL byte) is 'missing'."""
+    try:
+        p = Path(path)
+        return "file" if p.is_file() else "dir" if p.is_dir() else "other" if p.exists() else "missing"
+    except (OSError, ValueError):
+        return "missing"
+
+
 def read_yaml(path: str | Path) -> Any:
     """Read a YAML file with the safe loader; every failure is a UserInputError naming the file."""
     p = Path(path)
-    if not p.is_file():
-        raise UserInputError(f"{path}: no such file" if not p.exists() else f"{path}: not a file")
+    kind = path_kind(p)
+    if kind != "file":
+        raise UserInputError(f"{clip(path)}: no such file" if kind == "missing" else f"{clip(path)}: not a file")
     try:
         if p.stat().st_size > MAX_YAML_BYTES:
-            raise UserInputError(f"{path}: larger than {MAX_YAML_BYTES // 2**20} MiB, too large for a config")
+            raise UserInputError(f"{clip(path)}: larger than {MAX_YAML_BYTES // 2**20} MiB, too large for a config")
         text = p.read_bytes().decode("utf-8")
     except UnicodeDecodeError:
-        raise UserInputError(f"{path}: not UTF-8 text") from None
+        raise UserInputError(f"{clip(path)}: not UTF-8 text") from None
     except OSError as e:
-        raise UserInputError(f"{path}: cannot be read ({e.strerror})") from None
+        raise UserInputError(f"{clip(path)}: cannot be read ({e.strerror})") from None
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or ""
-        raise UserInputError(f"{path}: malformed YAML{where}" + (f" ({problem})" if problem else "")) from None
+        raise UserInputError(f"{clip(path)}: malformed YAML{_yaml_problem(e)}") from None
     except RecursionError:
-        raise UserInputError(f"{path}: YAML nested too deeply") from None
-    check_shape(data, str(path))
+        raise UserInputError(f"{clip(path)}: YAML nested too deeply") from None
+    check_shape(data, clip(path))
     return data
 
 
@@ -136,15 +209,18 @@ def read_yaml(path: str | Path) -> Any:
 def parse_override(text: str) -> tuple[list[str], Any]:
     """Parse ``key.sub=value``; the value is read as YAML (so 1e-3, true, [0.5, 0.5] work)."""
     if "=" not in text:
-        raise UserInputError(f"override {text!r}: expected key.sub=value")
+        raise UserInputError(f"override {short(text)}: expected key.sub=value")
     key, _, raw = text.partition("=")
     parts = key.strip().split(".")
     if not all(parts):
-        raise UserInputError(f"override {text!r}: empty key name (expected key.sub=value)")
+        raise UserInputError(f"override {short(text)}: empty key name (expected key.sub=value)")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else None
-    except yaml.YAMLError:
-        raise UserInputError(f"override {text!r}: value is not valid YAML") from None
+        value = load_yaml(raw) if raw.strip() else None
+    except yaml.YAMLError as e:
+        raise UserInputError(f"override {short(text)}: value is not valid YAML{_yaml_problem(e)}") from None
+    except RecursionError:
+        raise UserInputError(f"override {short(text)}: value nested too deeply") from None
+    check_shape(value, f"override {short(text)}")
     return parts, value
 
 
@@ -158,7 +234,7 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
             if child is None:
                 child = node[part] = {}
             if not isinstance(child, dict):
-                raise UserInputError(f"override {text!r}: {part} is not a section")
+                raise UserInputError(f"override {short(text)}: {short(part)} is not a section")
             node = child
         node[parts[-1]] = value
     return data

@@ -8,7 +8,6 @@ import re
 import signal
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import click
 import typer
@@ -23,6 +22,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from ..config_io import path_kind
 from ..errors import TaskEvaluationError, UserInputError
 
 out = Console()  # tables and results
@@ -49,7 +49,7 @@ def split_config_and_overrides(config: str | None, overrides: list[str] | None) 
     """``run key=value`` (no config file) is allowed: a first argument with '=' that is not a
     file is an override."""
     rest = list(overrides or [])
-    if config is not None and "=" in config and not Path(config).exists():
+    if config is not None and "=" in config and path_kind(config) == "missing":
         return None, [config, *rest]
     return config, rest
 
