@@ -10,7 +10,7 @@ from rich.table import Table
 from ..analysis import ANALYSIS_FILE, analyze_run
 from ..errors import UserInputError
 from ..store import METRICS_FILE, SUMMARY_FILE
-from .common import fail, out, user_errors
+from .common import esc, fail, out, user_errors
 
 
 def _fmt(v) -> str:
@@ -39,7 +39,7 @@ def phase_table(res: dict, title: str) -> Table:
         (f"verdict (Attn ≥ {1 - res['eps_attn']:g}, error ≤ {res['eps']:g})", res["verdict"]),
     ]
     for label, value in rows:
-        table.add_row(label, _fmt(value))
+        table.add_row(label, esc(_fmt(value)))
     return table
 
 
@@ -61,4 +61,4 @@ def analyze_command(
                 res = analyze_run(d, osc_tol=osc_tol)
             except OSError as e:
                 fail(f"{d}: cannot write {ANALYSIS_FILE} ({e.strerror})", 1)
-            out.print(phase_table(res, f"analysis {d}"))
+            out.print(phase_table(res, f"analysis {esc(d)}"))

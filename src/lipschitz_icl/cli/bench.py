@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from ..errors import UserInputError
-from .common import err, out, user_errors
+from .common import err, esc, out, user_errors
 
 
 def _fmt(v) -> str:
@@ -97,8 +97,8 @@ def bench_command(
         for table in section_tables(name, section):
             out.print(table)
         if section.get("error"):
-            out.print(f"[red]{name} failed:[/] {section['error']}")
+            out.print(f"[red]{esc(name)} failed:[/] {esc(section['error'])}")
         for note in section.get("notes", []):
             out.print(f"  [dim]{note}[/]")
     out.print(targets_table(report["targets"]))
-    out.print(f"total {report['wall_s']} s; report written to {out_path}")
+    out.print(f"total {report['wall_s']} s; report written to {esc(out_path)}")

@@ -8,6 +8,7 @@ import re
 import signal
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import click
 import typer
@@ -21,6 +22,7 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from typer.core import TyperGroup
 
 from ..config_io import path_kind
 from ..errors import TaskEvaluationError, UserInputError
@@ -39,10 +41,47 @@ def one_line(message: str) -> str:
     return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
+def esc(value: object) -> str:
+    """Any user text (a path, a name, a value, an error) made safe to print through rich: one line,
+    markup such as ``[/x]`` or ``[Errno 28]`` shown as written. Use it on every piece of user text in
+    a message, table title or cell."""
+    return escape(one_line(str(value)))
+
+
 def fail(message: str, code: int = 2) -> None:
     """Print one line naming what is wrong and exit (2: bad input, 1: runtime failure, 130: interrupted)."""
-    err.print(f"[bold red]error:[/] {escape(one_line(message))}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {esc(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+# click's usage errors, from click itself and from the copy typer may vendor
+_CLICK_ERRORS = tuple(
+    {click.ClickException, *(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")}
+)
+_CLICK_ABORTS = tuple({click.exceptions.Abort, typer.Abort})
+
+
+class OneLineUsageErrors(TyperGroup):
+    """The root command's group: click's usage errors (an unknown option, a missing argument, a bad
+    option value) print as one line, like every other error, instead of a usage box."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except _CLICK_ERRORS as e:
+            if type(e).__name__ == "NoArgsIsHelpError":  # the help was printed already
+                sys.exit(e.exit_code)
+            ctx = getattr(e, "ctx", None)
+            path = ctx.command_path if ctx is not None else self.name or "lipschitz-icl"
+            hint = f" (see '{path} --help')"
+            err.print(f"[bold red]error:[/] {esc(e.format_message())}{esc(hint)}", highlight=False, soft_wrap=True)
+            sys.exit(e.exit_code)
+        except _CLICK_ABORTS:
+            err.print("[bold red]error:[/] aborted", highlight=False)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)  # a command's typer.Exit(code) comes back as code
 
 
 def split_config_and_overrides(config: str | None, overrides: list[str] | None) -> tuple[str | None, list[str]]:

@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from ..errors import UserInputError
-from .common import err, out, progress_bar, user_errors
+from .common import err, esc, out, progress_bar, user_errors
 
 
 def _parse_contexts(text: str | None) -> list[int] | None:
@@ -34,11 +34,11 @@ def evaluation_tables(table, trained: str) -> list[Table]:
         sub = table[table["class"] == cls]
         best = sub.loc[sub.groupby("n_context")["error"].idxmin()].set_index("n_context")["method"]
         kind = "the run's class" if cls == trained else "held out"
-        t = Table(title=f"{cls} ({kind}): error 1/2 E[(y_hat - f(x_q))^2] on unseen functions",
+        t = Table(title=f"{esc(cls)} ({kind}): error 1/2 E[(y_hat - f(x_q))^2] on unseen functions",
                   caption="bold: lowest; NW Nadaraya-Watson, LS least squares; standard errors in evaluation.csv")
         t.add_column("n", justify="right")
         for m in methods:
-            t.add_column(SHORT.get(m, m), justify="right")
+            t.add_column(esc(SHORT.get(m, m)), justify="right")
         for n, rows in sub.groupby("n_context", sort=True):
             cells = []
             for m in methods:
@@ -84,4 +84,4 @@ def evaluate_command(
             raise UserInputError(f"cannot write the evaluation into {target}: {e.strerror or e}") from None
     for t in evaluation_tables(table, run.config.task.kind):
         out.print(t)
-    err.print("wrote " + ", ".join(str(p) for p in paths))
+    err.print("wrote " + ", ".join(esc(p) for p in paths), highlight=False, soft_wrap=True)

@@ -8,8 +8,8 @@ import typer
 from rich.table import Table
 
 from ..errors import UserInputError
+from .common import esc, progress_bar, user_errors
 from .common import out as console
-from .common import progress_bar, user_errors
 
 VERDICT_STYLE = {"supported": "green", "not supported": "red", "inconclusive": "yellow"}
 
@@ -60,15 +60,15 @@ def reproduce_command(
 
             claims, meta = reproduce(suite, out, quick=quick, seed=seed, workers=workers, progress=progress,
                                      command=cmd)
-    table = Table(title=f"claims ({meta['size']} size, {meta['wall_s']:.0f} s) — {out}/report.html")
+    table = Table(title=f"claims ({meta['size']} size, {meta['wall_s']:.0f} s) — {esc(out)}/report.html")
     for col in ("claim", "verdict", "experiment", "s"):
         table.add_column(col)
     from ..report import sorted_claims
 
     for c in sorted_claims(claims):
         style = VERDICT_STYLE.get(c.verdict, "")
-        table.add_row(c.id, f"[{style}]{c.verdict}[/]", c.experiment, f"{c.wall_s:.0f}")
+        table.add_row(esc(c.id), f"[{style}]{esc(c.verdict)}[/]", esc(c.experiment), f"{c.wall_s:.0f}")
     console.print(table)
     if update_readme is not None:
         ok = write_readme(update_readme, claims, str(out), meta)
-        console.print(f"README table {'updated' if ok else 'NOT updated (markers missing)'}: {update_readme}")
+        console.print(f"README table {'updated' if ok else 'NOT updated (markers missing)'}: {esc(update_readme)}")

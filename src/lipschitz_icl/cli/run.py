@@ -5,15 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from ..api import run as run_api
 from ..config import default_config, load_config
 from .common import (
     err,
+    esc,
     fail,
-    one_line,
     out,
     progress_bar,
     sigterm_as_interrupt,
@@ -38,9 +37,9 @@ def _fmt(v) -> str:
 def summary_table(summary: dict, title: str) -> Table:
     table = Table(title=title, show_header=False)
     for label, key in SUMMARY_ROWS:
-        table.add_row(label, escape(_fmt(summary.get(key))))
+        table.add_row(label, esc(_fmt(summary.get(key))))
     if summary.get("error"):
-        table.add_row("error", escape(one_line(str(summary["error"]))))
+        table.add_row("error", esc(summary["error"]))
     return table
 
 
@@ -76,10 +75,10 @@ def run_command(
                 fail(f"cannot write the run: {e}", 1)
             except KeyboardInterrupt:
                 fail("interrupted (the run directory, if any, holds what was written)", 130)
-    out.print(summary_table(result.summary, escape(f"run {result.dir}")))
+    out.print(summary_table(result.summary, f"run {esc(result.dir)}"))
     status = result.summary["status"]
     if status == "failed":
-        err.print(f"[red]run failed:[/] {escape(one_line(str(result.summary.get('error'))))}", soft_wrap=True)
+        err.print(f"[red]run failed:[/] {esc(result.summary.get('error'))}", soft_wrap=True)
         raise typer.Exit(1)
     if status == "interrupted":
         raise typer.Exit(130)
