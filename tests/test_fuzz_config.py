@@ -160,7 +160,7 @@ def wrong_value(path: str):
     if path in LITERALS:
         allowed = set(LEAVES[path].annotation.__args__)
         return st.one_of(WORDS.filter(lambda w: w not in allowed), st.integers(), st.lists(WORDS, min_size=1))
-    if path in ("name", "features.path", "eval.other_class", "task.kind"):
+    if path in ("name", "features.path", "features.file_sha256", "eval.other_class", "task.kind"):
         return st.one_of(st.integers(), st.lists(WORDS, min_size=1), st.dictionaries(WORDS, WORDS, min_size=1))
     if ann is bool:  # model.mlp, model.layernorm
         return st.one_of(WORDS, st.integers(2, 100), st.lists(st.booleans(), min_size=1))

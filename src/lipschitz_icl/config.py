@@ -17,30 +17,24 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
-from .config_io import (  # noqa: F401 - loading helpers re-exported for existing importers
-    MAX_CONFIG_DEPTH,
-    MAX_CONFIG_VALUES,
-    MAX_YAML_BYTES,
-    apply_overrides,
-    check_shape,
-    format_validation_error,
-    parse_override,
-    read_yaml,
-)
-from .config_io import loc as _loc  # noqa: F401
+from .config_io import apply_overrides, check_shape, format_validation_error, read_yaml  # noqa: F401 - re-exported
+from .config_io import loc as _loc  # noqa: F401 - re-exported
 from .config_io import short as _short
 from .errors import ConfigError
+from .features import read_file_section
 
 MAX_ENV = "LIPSCHITZ_ICL_MAX_ELEMENTS"
 # a run whose working set would exceed this many tensor elements (2**29: 4 GiB in float64) is refused
@@ -73,21 +67,29 @@ class FeaturesConfig(_Strict):
     p_max: float = Field(0.5, gt=0, lt=1, description="p of the dominant feature (imbalanced)")
     noise: float = Field(0.0, ge=0, le=1e6, description="token noise sigma")
     scale: float = Field(1.0, gt=0, le=1e6, description="multiply every v_k by this (scales Delta)")
+    file_sha256: str | None = Field(
+        None, exclude_if=lambda v: v is None,
+        description="kind=file: sha256 of the file's bytes, set when the config is loaded (checked if given)",
+    )
+    _file_values: np.ndarray | None = PrivateAttr(None)  # kind=file: the K x d numbers read at load time
 
-
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _from_file(cls, data: Any) -> Any:
-        """For kind=file, K and d are read off the file."""
-        if isinstance(data, dict) and data.get("kind") == "file" and isinstance(data.get("path"), str):
-            from .features import load_feature_file
+    def _from_file(cls, data: Any, handler: Any) -> FeaturesConfig:
+        """kind=file: the file is read once, here (see ``read_file_section``); its numbers stay with the
+        config (pickled with it), its sha256 enters the config hash."""
+        if not (isinstance(data, dict) and data.get("kind") == "file" and isinstance(data.get("path"), str)):
+            return handler(data)
+        data, arr = read_file_section(data)
+        model = handler(data)
+        model._file_values = arr
+        return model
 
-            arr = load_feature_file(data["path"])
-            for key, val in (("K", arr.shape[0]), ("d", arr.shape[1])):
-                if data.get(key) not in (None, val):
-                    raise ValueError(f"{key}={data[key]} does not match the file's shape {arr.shape}")
-            data = {**data, "K": arr.shape[0], "d": arr.shape[1]}
-        return data
+    def file_values(self) -> np.ndarray:
+        """kind=file: the K x d feature numbers read when the config was loaded."""
+        if self._file_values is None:
+            raise ConfigError("features.path", "the features were not read from a file (features.kind=file)")
+        return self._file_values
 
     @field_validator("probs", mode="before")
     @classmethod
@@ -116,6 +118,8 @@ class FeaturesConfig(_Strict):
             raise ConfigError("features.K", f"simplex features need K - 1 <= d (got K={self.K}, d={self.d})")
         if self.kind == "file" and not self.path:
             raise ConfigError("features.path", "features.kind=file needs a .npy or .csv path")
+        if self.kind != "file" and self.file_sha256 is not None:
+            raise ConfigError("features.file_sha256", f"only features.kind=file has a file (kind={self.kind})")
         if isinstance(self.probs, list) and len(self.probs) != self.K:
             raise ConfigError("features.probs", f"must list K={self.K} probabilities (got {len(self.probs)})")
         if 4 * self.K * self.d > MAX_ELEMENTS:
@@ -134,7 +138,6 @@ class TaskConfig(_Strict):
     label_noise: float = Field(0.0, ge=0, le=1e6, description="label noise tau")
     params: dict[str, Any] = Field(default_factory=dict, description="class-specific options")
     kernel_samples: int = Field(4096, ge=2, le=10_000_000, description="Monte-Carlo functions for Sigma")
-
 
 
 class ModelConfig(_Strict):
@@ -204,7 +207,6 @@ class TrainConfig(_Strict):
     )
     log_every: int = Field(10, ge=1, description="record metrics every this many steps")
     diverge_factor: float = Field(1e4, gt=1, description="diverged: loss above this times the initial loss")
-
 
 
 class EvalConfig(_Strict):
