@@ -7,7 +7,9 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from ..config import MAX_ELEMENTS, MAX_ENV
 from ..errors import UserInputError
+from ..evaluate import default_contexts
 from .common import err, esc, out, progress_bar, user_errors
 
 
@@ -21,6 +23,17 @@ def _parse_contexts(text: str | None) -> list[int] | None:
     if not values or min(values) < 1:
         raise UserInputError(f"--contexts {text!r}: expected positive integers")
     return values
+
+
+def _check_size(run, prompts: int, contexts: list[int] | None) -> None:
+    """Refuse, before anything is drawn, an evaluation whose prompts (prompts x (n+1) tokens of d+1
+    numbers, a few copies) or per-prompt n x n baseline matrices (least squares, GP) exceed MAX_ELEMENTS."""
+    d, n_max = run.config.features.d, max(contexts or default_contexts(run.config.prompt.N))
+    for option, size in (("--contexts", 4 * n_max * n_max), ("--prompts", 4 * prompts * (n_max + 1) * (d + 1))):
+        if size > MAX_ELEMENTS:
+            raise UserInputError(f"{option}: {prompts} prompts with contexts up to {n_max} (d={d}) would need "
+                                 f"about {size:.3g} elements in memory (at most {MAX_ELEMENTS:.3g}; lower "
+                                 f"--prompts or --contexts, or raise {MAX_ENV} on a larger machine)")
 
 
 SHORT = {"Nadaraya-Watson": "NW", "least squares": "LS", "context mean": "mean"}
@@ -66,6 +79,7 @@ def evaluate_command(
     with user_errors():
         run = load_run(run_dir)
         ctx = _parse_contexts(contexts)
+        _check_size(run, prompts, ctx)
         with progress_bar() as bar:
             task = bar.add_task("evaluating", total=None, info="")
 
