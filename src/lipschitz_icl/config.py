@@ -35,7 +35,7 @@ from .config_io import loc as _loc  # noqa: F401 - re-exported
 from .config_io import short as _short
 from .errors import ConfigError
 from .features import read_file_section
-from .transformer import activation_count, parameter_count
+from .transformer import size_checks
 
 MAX_ENV = "LIPSCHITZ_ICL_MAX_ELEMENTS"
 # a run whose working set would exceed this many tensor elements (2**29: 4 GiB in float64) is refused
@@ -322,7 +322,8 @@ class Config(_Strict):
             for task in tasks.values():
                 checks.append(("eval.functions", f"the test functions on the features (functions={M}, K={K}, "
                                f"d={d})", 2 * task.elements(M, K)))
-        checks += self._model_sizes()
+        if self.model.kind == "transformer":  # parameters with gradients and optimizer state, activations
+            checks += size_checks(self.model, d, N + 1, {"engine.batch": e.batch, "eval.functions": M})
         rows = (t.steps // t.log_every + 2) * (2 * K * K + 16)
         checks.append(("train.log_every", f"the recorded metrics ({rows:.3g} rows: steps={t.steps}, "
                        f"log_every={t.log_every}, K={K})", 5 * rows))
@@ -330,21 +331,6 @@ class Config(_Strict):
             if size > MAX_ELEMENTS:
                 raise ConfigError(field, f"{what} would need about {size:.3g} elements in memory (at most "
                                   f"{MAX_ELEMENTS:.3g}; choose smaller sizes, or raise {MAX_ENV} on a larger machine)")
-
-    def _model_sizes(self) -> list[tuple[str, str, int]]:
-        """The transformer's parameters (with gradients and optimizer state: 4 copies) and activations."""
-        m = self.model
-        if m.kind != "transformer":
-            return []
-        params = parameter_count(self.features.d, m.width, m.n_layers, m.mlp, m.layernorm)
-        sizes = f"width={m.width}, n_layers={m.n_layers}, mlp={m.mlp}, d={self.features.d}"
-        checks = [("model.width", f"the transformer's {params:.3g} parameters ({sizes})", 4 * params)]
-        points = self.prompt.N + 1
-        for field, n in (("engine.batch", self.engine.batch), ("eval.functions", self.eval.functions)):
-            acts = activation_count(n, points, m.width, m.n_layers, m.n_heads, m.mlp)
-            checks.append((field, f"the transformer's activations ({field.split('.')[1]}={n}, N+1={points}, "
-                           f"{sizes})", acts))
-        return checks
 
     @property
     def resample(self) -> bool:

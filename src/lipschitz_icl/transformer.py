@@ -40,6 +40,19 @@ def activation_count(batch: int, points: int, width: int, n_layers: int, n_heads
     return n_layers * per_layer + batch * points * width
 
 
+def size_checks(m, d: int, points: int, batches: dict[str, int]) -> list[tuple[str, str, int]]:
+    """(field, what, elements) for the transformer a ModelConfig ``m`` describes: its parameters with
+    gradients and optimizer state (4 copies), and the activations of each batch size in ``batches``."""
+    params = parameter_count(d, m.width, m.n_layers, m.mlp, m.layernorm)
+    sizes = f"width={m.width}, n_layers={m.n_layers}, mlp={m.mlp}, d={d}"
+    checks = [("model.width", f"the transformer's {params:.3g} parameters ({sizes})", 4 * params)]
+    for field, n in batches.items():
+        acts = activation_count(n, points, m.width, m.n_layers, m.n_heads, m.mlp)
+        checks.append((field, f"the transformer's activations ({field.split('.')[1]}={n}, N+1={points}, {sizes})",
+                       acts))
+    return checks
+
+
 def _linear(n_in: int, n_out: int, bias: bool, gen, dtype, device) -> nn.Linear:
     lin = nn.Linear(n_in, n_out, bias=bias, dtype=dtype, device=device)
     with torch.no_grad():
