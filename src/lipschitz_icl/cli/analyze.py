@@ -10,7 +10,7 @@ from rich.table import Table
 from ..analysis import ANALYSIS_FILE, analyze_run
 from ..errors import UserInputError
 from ..store import METRICS_FILE, SUMMARY_FILE
-from .common import esc, fail, out, user_errors
+from .common import check_run_files, esc, fail, out, user_errors
 
 
 def _fmt(v) -> str:
@@ -56,6 +56,7 @@ def analyze_command(
                 raise UserInputError(f"{d}: no such run directory")
             if not (d / SUMMARY_FILE).is_file() or not (d / METRICS_FILE).is_file():
                 raise UserInputError(f"{d}: not a run directory (needs {SUMMARY_FILE} and {METRICS_FILE})")
+            check_run_files(d)
         for d in run_dirs:
             try:
                 res = analyze_run(d, osc_tol=osc_tol)

@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from ..errors import UserInputError
-from .common import err, esc, out, user_errors
+from .common import check_out_path, err, esc, out, user_errors
 
 
 def _fmt(v) -> str:
@@ -74,6 +74,7 @@ def bench_command(
     from ..store import atomic_write_json
 
     with user_errors():
+        check_out_path(out_path, "--out")
         if threads < 0:
             raise UserInputError(f"--threads must be >= 0 (got {threads})")
         for spec in extra or []:

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
 import sys
+import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import click
+import pyarrow as pa
+import pyarrow.parquet as pq
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -24,8 +29,9 @@ from rich.progress import (
 )
 from typer.core import TyperGroup
 
-from ..config_io import path_kind
+from ..config_io import clip, path_kind
 from ..errors import TaskEvaluationError, UserInputError
+from ..store import METRICS_FILE, SUMMARY_FILE
 
 out = Console()  # tables and results
 err = Console(stderr=True)  # progress and messages
@@ -93,6 +99,43 @@ def split_config_and_overrides(config: str | None, overrides: list[str] | None) 
     return config, rest
 
 
+MAX_NAME_BYTES = 255  # the longest file or folder name common file systems take
+MAX_PATH_CHARS = 4096  # the longest path Linux takes (PATH_MAX)
+MAX_PATH_DEPTH = 256  # folders created one inside another (each level is a recursion in mkdir)
+
+
+def check_out_path(path: Path | None, option: str) -> None:
+    """Refuse an output path the file system cannot take, before anything is run or written."""
+    if path is None:
+        return
+    text, parts = str(path), Path(path).parts
+    long_part = next((p for p in parts if len(p.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES), None)
+    if long_part is not None:
+        raise UserInputError(f"{option} {clip(text)}: the name {clip(long_part, 40)} is longer than "
+                             f"{MAX_NAME_BYTES} bytes (allowed: names of at most {MAX_NAME_BYTES} bytes)")
+    if len(text) > MAX_PATH_CHARS or len(parts) > MAX_PATH_DEPTH:
+        raise UserInputError(f"{option} {clip(text)}: {len(text)} characters in {len(parts)} folders (allowed: at "
+                             f"most {MAX_PATH_CHARS} characters and {MAX_PATH_DEPTH} folders)")
+    if "\x00" in text:
+        raise UserInputError(f"{option} {clip(text)}: holds a NUL byte")
+
+
+def check_run_files(run_dir: Path) -> None:
+    """Refuse, naming the file, a run directory whose summary.json or metrics.parquet is corrupt."""
+    summary, metrics = run_dir / SUMMARY_FILE, run_dir / METRICS_FILE
+    try:
+        data = json.loads(summary.read_bytes())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise UserInputError(f"{summary}: corrupt, not JSON ({one_line(str(e))[:80]})") from None
+    if not isinstance(data, dict):
+        raise UserInputError(f"{summary}: corrupt, not a JSON object (got {type(data).__name__})")
+    if metrics.exists():
+        try:
+            pq.read_metadata(metrics)
+        except (pa.ArrowException, OSError) as e:
+            raise UserInputError(f"{metrics}: corrupt, not a Parquet file ({one_line(str(e))[:80]})") from None
+
+
 @contextlib.contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM ends a run like Ctrl-C does (status ``interrupted``, metrics kept)."""
@@ -145,13 +188,18 @@ _CLI_EXITS: tuple[type[BaseException], ...] = tuple(
 def user_errors() -> Iterator[None]:
     """Turn every error into one line on stderr and an exit code, never a traceback:
     bad input (UserInputError, ConfigError) 2; a task class returning NaN, a failed write, any other
-    fault 1; Ctrl-C or SIGTERM 130. LIPSCHITZ_ICL_DEBUG=1 re-raises unexpected errors (traceback)."""
+    fault 1; Ctrl-C or SIGTERM 130. LIPSCHITZ_ICL_DEBUG=1 re-raises unexpected errors (traceback).
+    Warnings raised on the way (a library's, say torch's about a foreign pickle) are held back: shown
+    after a command that succeeds, dropped when it fails, so an error stays one line."""
     try:
-        yield
+        with warnings.catch_warnings(record=True) as caught:
+            yield
     except _CLI_EXITS:
         raise
     except UserInputError as e:
         fail(str(e), 2)
+    except pa.ArrowException as e:  # a metrics file that is corrupt past its footer
+        fail(f"a Parquet file is corrupt ({e})", 2)
     except TaskEvaluationError as e:
         fail(str(e), 1)
     except OSError as e:
@@ -164,6 +212,8 @@ def user_errors() -> Iterator[None]:
         if os.environ.get("LIPSCHITZ_ICL_DEBUG") == "1":
             raise
         fail(f"unexpected {type(e).__name__}: {e} (set LIPSCHITZ_ICL_DEBUG=1 for a traceback)", 1)
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def is_stdout_tty() -> bool:

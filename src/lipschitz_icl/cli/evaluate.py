@@ -10,7 +10,8 @@ from rich.table import Table
 from ..config import MAX_ELEMENTS, MAX_ENV
 from ..errors import UserInputError
 from ..evaluate import default_contexts
-from .common import err, esc, out, progress_bar, user_errors
+from ..store import SUMMARY_FILE
+from .common import check_out_path, check_run_files, err, esc, out, progress_bar, user_errors
 
 
 def _parse_contexts(text: str | None) -> list[int] | None:
@@ -77,6 +78,9 @@ def evaluate_command(
     from ..evaluate import evaluate_run, write_evaluation
 
     with user_errors():
+        check_out_path(out_dir, "--out")
+        if run_dir.is_dir() and (run_dir / SUMMARY_FILE).is_file():
+            check_run_files(run_dir)
         run = load_run(run_dir)
         ctx = _parse_contexts(contexts)
         _check_size(run, prompts, ctx)

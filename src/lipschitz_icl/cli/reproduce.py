@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from ..errors import UserInputError
-from .common import esc, progress_bar, user_errors
+from .common import check_out_path, esc, progress_bar, user_errors
 from .common import out as console
 
 VERDICT_STYLE = {"supported": "green", "not supported": "red", "inconclusive": "yellow"}
@@ -41,6 +41,7 @@ def reproduce_command(
     from ..reproduce import available_suites, reproduce
 
     with user_errors():
+        check_out_path(out_dir, "--out")
         allowed = [*available_suites(), "all"]
         if suite not in allowed:
             raise UserInputError(f"suite {suite!r} is not known (allowed: {', '.join(allowed)})")

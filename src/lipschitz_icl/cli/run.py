@@ -10,6 +10,7 @@ from rich.table import Table
 from ..api import run as run_api
 from ..config import default_config, load_config
 from .common import (
+    check_out_path,
     err,
     esc,
     fail,
@@ -58,6 +59,7 @@ def run_command(
     2 for bad input (one line on stderr naming the field or file, no run directory).
     """
     with user_errors():
+        check_out_path(out_dir, "--out")
         config, overrides = split_config_and_overrides(config, overrides)
         cfg = load_config(config, overrides) if (config or overrides) else default_config()
         if print_config:

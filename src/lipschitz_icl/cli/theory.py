@@ -11,7 +11,7 @@ from rich.table import Table
 from ..config import default_config, load_config
 from ..store import atomic_write_json
 from ..theory import theory_report
-from .common import esc, fail, out, split_config_and_overrides, user_errors
+from .common import check_out_path, esc, fail, out, split_config_and_overrides, user_errors
 
 
 def _g(v: float) -> str:
@@ -48,6 +48,7 @@ def theory_command(
     L* = c/(Delta delta), the regime, the flat-regime time scale T_f (a scale: its constant is
     unknown) and the largest stable step eta_max = 2/lambda_max of the loss Hessian at Q^(0)."""
     with user_errors():
+        check_out_path(json_out, "--json")
         config, overrides = split_config_and_overrides(config, overrides)
         cfg = load_config(config, overrides) if (config or overrides) else default_config()
         rep = theory_report(cfg, iters=iters)
