@@ -120,3 +120,14 @@ def test_degenerate_feature_scales_are_refused(values, extra, tmp_path, monkeypa
 
 def test_degenerate_scale_of_built_in_features_is_refused():
     assert "features.scale=5e-324" in refused(["run", "features.scale=5e-324", *SMALL])
+
+
+def test_overriding_the_path_of_a_loaded_config_reads_the_new_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    np.save("f.npy", np.eye(4)[:3])
+    np.save("g.npy", 2 * np.eye(5)[:4])
+    cfg = li.load_config(None, FILE)
+    other = cfg.with_overrides(["features.path=g.npy", "features.K=null", "features.d=null"])
+    assert (other.features.K, other.features.d) == (4, 5)
+    assert other.features.file_sha256 != cfg.features.file_sha256
+    assert other.features.path == str(tmp_path / "g.npy")

@@ -237,4 +237,6 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
                 raise UserInputError(f"override {short(text)}: {short(part)} is not a section")
             node = child
         node[parts[-1]] = value
+        if parts[-1] in ("path", "kind"):  # another file: the digest recorded for the old one no longer applies
+            node.pop("file_sha256", None)
     return data
