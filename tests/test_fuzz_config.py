@@ -9,76 +9,20 @@ from __future__ import annotations
 
 import contextlib
 import io
-import re
-import tempfile
-from collections import Counter
-from pathlib import Path
-from unittest import mock
 
 import numpy as np
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from fuzz_support import FUZZED, dump, fuzz, refuse  # shared with test_fuzz_text.py
+from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
-from typer.testing import CliRunner
 
-from lipschitz_icl.cli import app
 from lipschitz_icl.config import Config
 
-runner = CliRunner()
-FUZZED: Counter[str] = Counter()  # examples run, per strategy (checked by the last test)
 MIN_TOTAL = 500
 STRATEGIES = {"wrong type", "unknown key", "missing key", "out of range", "nan/inf", "huge size", "malformed YAML",
-              "non-UTF-8", "feature file", "bad override", "markup text", "long override"}
-FUZZ = settings(deadline=None, derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-
-
-def fuzz(n: int) -> settings:
-    return settings(FUZZ, max_examples=n)
-
-
-class ConfigAccepted(Exception):
-    """Raised when a malformed config gets as far as creating its run directory."""
-
-
-def _tripwire(*args, **kwargs):
-    raise ConfigAccepted(f"config accepted: prepare_run_dir{args}")
-
-
-# something a message must say about what is allowed or why the input is refused
-ALLOWED_HINT = re.compile(
-    r"allowed|should|must|expected|at most|at least|need|no such|not |unknown|malformed|too |refused|larger|"
-    r"coincide|match|sum|number|mapping|UTF-8|nested|holds|choose", re.I)
-
-
-def refuse(files: dict[str, bytes], args: list[str], expect: list[str], strategy: str) -> str:
-    """Run ``lipschitz-icl run *args`` in a fresh folder holding ``files``; check the refusal."""
-    with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(tmp):
-        for name, data in files.items():
-            Path(name).parent.mkdir(parents=True, exist_ok=True)
-            Path(name).write_bytes(data)
-        before = sorted(str(p) for p in Path(".").rglob("*"))
-        with mock.patch("lipschitz_icl.api.prepare_run_dir", _tripwire):
-            result = runner.invoke(app, ["run", *args])
-        after = sorted(str(p) for p in Path(".").rglob("*"))
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    context = f"args={args!r} stderr={result.stderr!r} stdout={result.stdout[:300]!r} exc={result.exception!r}"
-    assert result.exit_code == 2, context
-    assert len(lines) == 1, context
-    assert lines[0].startswith("error: "), context
-    assert any(e in lines[0] for e in expect), f"expected one of {expect}: {context}"
-    assert ALLOWED_HINT.search(lines[0]), context
-    assert "Traceback" not in result.output, context
-    assert after == before, f"files created: {set(after) - set(before)}"
-    FUZZED[strategy] += 1
-    return lines[0]
-
-
-def dump(data) -> bytes:
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True).encode("utf-8")
-
+              "non-UTF-8", "feature file", "bad override"}
 
 # --------------------------------------------------------------------------- the config's fields
 
@@ -495,61 +439,6 @@ def test_bad_overrides(override, with_file):
     refuse(files, args, [key, "override"], "bad override")
 
 
-# --------------------------------------------------------------------------- 8. markup and non-ASCII text
-
-# rich markup, brackets, escapes, non-ASCII letters and invisible or right-to-left characters
-FRAGMENTS = ["[/x]", "[bold]", "[Errno 28]", "[/]", "[", "]", "\\", "ü", "日本", "é", "\u202e", "\u00a0", "a", "_"]
-TEXT = st.lists(st.sampled_from(FRAGMENTS), min_size=1, max_size=6).map("".join)
-
-
-def _shown(text: str, line: str) -> bool:
-    """The user's text appears in the message as written (or as its repr), markup not swallowed."""
-    return text in line or repr(text)[1:-1] in line
-
-
-@fuzz(60)
-@given(text=TEXT, where=st.sampled_from(["task.kind", "eval.other_class", "features.path", "key", "section key",
-                                         "config path", "plugin"]))
-def test_markup_and_non_ascii_text_in_user_strings(text, where):
-    files, args = {}, ["c.yaml"]
-    if where == "task.kind":
-        data, expect = {"task": {"kind": text}}, ["task.kind"]
-    elif where == "eval.other_class":
-        data, expect = {"eval": {"other_class": text}}, ["eval.other_class"]
-    elif where == "features.path":
-        data, expect = {"features": {"kind": "file", "path": f"{text}.npy"}}, ["features.path"]
-    elif where == "key":
-        data, expect = {f"zz{text}": 1}, ["unknown key"]
-    elif where == "section key":
-        data, expect = {"train": {f"zz{text}": 1}}, ["unknown key"]
-    elif where == "plugin":
-        data, expect = {"plugins": [text]}, ["plugins"]
-    else:
-        data, args, expect = None, [f"zz{text}.yaml"], ["no such file"]
-    if data is not None:
-        files["c.yaml"] = dump(data)
-    line = refuse(files, args, expect, "markup text")
-    if where in ("task.kind", "eval.other_class", "features.path", "config path"):
-        assert _shown(text, line), line
-
-
-LONG_TEXT = st.tuples(st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=20),
-                      st.integers(0, 600)).map(lambda t: ((t[0] or "a") * t[1])[: t[1]])  # any length up to 600
-
-
-@fuzz(60)
-@given(text=LONG_TEXT, shape=st.sampled_from(["value", "key", "path"]))
-def test_override_strings_of_any_length(text, shape):
-    """Overrides and first arguments of any length (a first argument of 256 characters or more was
-    taken as a file name and exited 1), with any characters."""
-    if shape == "value":  # a value that is not a number: refused for task.L
-        refuse({}, [f"task.L=x{text}"], ["task.L", "override"], "long override")
-    elif shape == "key":
-        refuse({}, [f"zz{text}=1"], ["zz", "override", "config"], "long override")
-    else:
-        refuse({}, [f"zz{text.replace('=', '')}.yaml"], ["no such file", "not a file"], "long override")
-
-
 # --------------------------------------------------------------------------- the count
 
 
@@ -559,4 +448,4 @@ def test_zz_at_least_500_configs_were_fuzzed():
         pytest.skip("run it with every fuzz test above (some were deselected)")
     print(f"\nconfigs fuzzed: {total} ({dict(FUZZED)})")
     assert total >= MIN_TOTAL, dict(FUZZED)
-    assert set(FUZZED) == STRATEGIES
+    assert STRATEGIES <= set(FUZZED)
