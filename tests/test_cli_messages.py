@@ -139,3 +139,9 @@ def test_warnings_are_shown_after_success_and_dropped_on_error():
         warnings.warn("dropped", UserWarning, stacklevel=1)
         raise UserInputError("bad")
     assert [str(w.message) for w in seen] == []
+
+
+@pytest.mark.parametrize("command", ["analyze", "evaluate"])
+def test_run_dir_names_too_long_to_exist_exit_2(command):
+    line = one_error_line(runner.invoke(app, [command, LONG]))
+    assert "no such run directory" in line

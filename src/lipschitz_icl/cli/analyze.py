@@ -10,7 +10,7 @@ from rich.table import Table
 from ..analysis import ANALYSIS_FILE, analyze_run
 from ..errors import UserInputError
 from ..store import METRICS_FILE, SUMMARY_FILE
-from .common import check_run_files, esc, fail, out, user_errors
+from .common import check_run_dir, check_run_files, esc, fail, out, user_errors
 
 
 def _fmt(v) -> str:
@@ -52,8 +52,7 @@ def analyze_command(
     Writes analysis.json into each run directory."""
     with user_errors():
         for d in run_dirs:
-            if not d.is_dir():
-                raise UserInputError(f"{d}: no such run directory")
+            check_run_dir(d)
             if not (d / SUMMARY_FILE).is_file() or not (d / METRICS_FILE).is_file():
                 raise UserInputError(f"{d}: not a run directory (needs {SUMMARY_FILE} and {METRICS_FILE})")
             check_run_files(d)

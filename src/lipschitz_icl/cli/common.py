@@ -120,6 +120,14 @@ def check_out_path(path: Path | None, option: str) -> None:
         raise UserInputError(f"{option} {clip(text)}: holds a NUL byte")
 
 
+def check_run_dir(run_dir: Path) -> None:
+    """Refuse a run directory argument that does not name a folder (a name too long to exist included)."""
+    kind = path_kind(run_dir)
+    if kind != "dir":
+        raise UserInputError(f"{clip(run_dir)}: " + ("no such run directory" if kind == "missing" else
+                                                    "not a run directory (not a folder)"))
+
+
 def check_run_files(run_dir: Path) -> None:
     """Refuse, naming the file, a run directory whose summary.json or metrics.parquet is corrupt."""
     summary, metrics = run_dir / SUMMARY_FILE, run_dir / METRICS_FILE
