@@ -9,76 +9,20 @@ from __future__ import annotations
 
 import contextlib
 import io
-import re
-import tempfile
-from collections import Counter
-from pathlib import Path
-from unittest import mock
 
 import numpy as np
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from fuzz_support import FUZZED, dump, fuzz, refuse  # shared with test_fuzz_text.py
+from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
-from typer.testing import CliRunner
 
-from lipschitz_icl.cli import app
 from lipschitz_icl.config import Config
 
-runner = CliRunner()
-FUZZED: Counter[str] = Counter()  # examples run, per strategy (checked by the last test)
 MIN_TOTAL = 500
 STRATEGIES = {"wrong type", "unknown key", "missing key", "out of range", "nan/inf", "huge size", "malformed YAML",
               "non-UTF-8", "feature file", "bad override"}
-FUZZ = settings(deadline=None, derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-
-
-def fuzz(n: int) -> settings:
-    return settings(FUZZ, max_examples=n)
-
-
-class ConfigAccepted(Exception):
-    """Raised when a malformed config gets as far as creating its run directory."""
-
-
-def _tripwire(*args, **kwargs):
-    raise ConfigAccepted(f"config accepted: prepare_run_dir{args}")
-
-
-# something a message must say about what is allowed or why the input is refused
-ALLOWED_HINT = re.compile(
-    r"allowed|should|must|expected|at most|at least|need|no such|not |unknown|malformed|too |refused|larger|"
-    r"coincide|match|sum|number|mapping|UTF-8|nested|holds|choose", re.I)
-
-
-def refuse(files: dict[str, bytes], args: list[str], expect: list[str], strategy: str) -> str:
-    """Run ``lipschitz-icl run *args`` in a fresh folder holding ``files``; check the refusal."""
-    with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(tmp):
-        for name, data in files.items():
-            Path(name).parent.mkdir(parents=True, exist_ok=True)
-            Path(name).write_bytes(data)
-        before = sorted(str(p) for p in Path(".").rglob("*"))
-        with mock.patch("lipschitz_icl.api.prepare_run_dir", _tripwire):
-            result = runner.invoke(app, ["run", *args])
-        after = sorted(str(p) for p in Path(".").rglob("*"))
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    context = f"args={args!r} stderr={result.stderr!r} stdout={result.stdout[:300]!r} exc={result.exception!r}"
-    assert result.exit_code == 2, context
-    assert len(lines) == 1, context
-    assert lines[0].startswith("error: "), context
-    assert any(e in lines[0] for e in expect), f"expected one of {expect}: {context}"
-    assert ALLOWED_HINT.search(lines[0]), context
-    assert "Traceback" not in result.output, context
-    assert after == before, f"files created: {set(after) - set(before)}"
-    FUZZED[strategy] += 1
-    return lines[0]
-
-
-def dump(data) -> bytes:
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True).encode("utf-8")
-
 
 # --------------------------------------------------------------------------- the config's fields
 
@@ -160,7 +104,7 @@ def wrong_value(path: str):
     if path in LITERALS:
         allowed = set(LEAVES[path].annotation.__args__)
         return st.one_of(WORDS.filter(lambda w: w not in allowed), st.integers(), st.lists(WORDS, min_size=1))
-    if path in ("name", "features.path", "eval.other_class", "task.kind", "engine.kind"):  # registered names
+    if path in ("name", "features.path", "features.file_sha256", "eval.other_class", "task.kind", "engine.kind"):
         return st.one_of(st.integers(), st.lists(WORDS, min_size=1), st.dictionaries(WORDS, WORDS, min_size=1))
     if ann is bool:  # model.mlp, model.layernorm
         return st.one_of(WORDS, st.integers(2, 100), st.lists(st.booleans(), min_size=1))
@@ -504,4 +448,4 @@ def test_zz_at_least_500_configs_were_fuzzed():
         pytest.skip("run it with every fuzz test above (some were deselected)")
     print(f"\nconfigs fuzzed: {total} ({dict(FUZZED)})")
     assert total >= MIN_TOTAL, dict(FUZZED)
-    assert set(FUZZED) == STRATEGIES
+    assert STRATEGIES <= set(FUZZED)

@@ -25,7 +25,7 @@ import torch
 
 from . import __version__
 from .analysis import analyze_run_object
-from .config import Config, load_config, validate_config
+from .config import Config, apply_overrides, load_config, validate_config
 from .engines import Engine, build_engine
 from .errors import UserInputError
 from .problem import Problem, build_problem
@@ -100,14 +100,8 @@ def default_run_name(cfg: Config) -> str:
 
 def _as_config(config: Config | str | Path | dict | None, overrides: list[str] | None) -> Config:
     if isinstance(config, Config):
-        if overrides:
-            from .config import apply_overrides
-
-            return validate_config(apply_overrides(config.model_dump(mode="json"), overrides))
-        return config
+        return config.with_overrides(overrides) if overrides else config
     if isinstance(config, dict):
-        from .config import apply_overrides
-
         return validate_config(apply_overrides(dict(config), list(overrides or [])))
     return load_config(config, overrides)
 

@@ -1,4 +1,6 @@
-"""Run configuration: pydantic v2 models, YAML in and out, dotted ``key.sub=value`` overrides.
+"""Run configuration: the pydantic v2 schema, validation and the config hash.
+
+Reading YAML files and applying ``key.sub=value`` overrides live in ``config_io``.
 
 Symbols follow docs/DESIGN.md: K, d features; p_k token probabilities; sigma token noise; N context
 tokens; L the Lipschitz bound of the task class; tau label noise; eta the step size.
@@ -15,34 +17,38 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
+from .config_io import apply_overrides, check_shape, format_validation_error, read_yaml  # noqa: F401 - re-exported
+from .config_io import loc as _loc  # noqa: F401 - re-exported
+from .config_io import short as _short
 from .engines import engine_class
-from .errors import ConfigError, UserInputError
+from .errors import ConfigError
+from .features import read_file_section
+from .transformer import size_checks
 
 MAX_ENV = "LIPSCHITZ_ICL_MAX_ELEMENTS"
 # a run whose working set would exceed this many tensor elements (2**29: 4 GiB in float64) is refused
 # before anything is allocated; raise it through the environment on a machine with more memory
 MAX_ELEMENTS = int(os.environ.get(MAX_ENV, "0") or 0) or 2**29
 FLOAT32_MAX = 3.4028234663852886e38  # the largest float32: a step size above it cannot be applied
-MAX_CONFIG_VALUES = 100_000  # a config (after YAML aliases are expanded) holds at most this many values
-MAX_CONFIG_DEPTH = 32  # ... nested at most this deep
-MAX_YAML_BYTES = 16 * 2**20  # a config or spec file larger than this is refused unread
 _PLUGIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False, strict=True)
 
     @field_validator("*", mode="before")
     @classmethod
@@ -63,21 +69,29 @@ class FeaturesConfig(_Strict):
     p_max: float = Field(0.5, gt=0, lt=1, description="p of the dominant feature (imbalanced)")
     noise: float = Field(0.0, ge=0, le=1e6, description="token noise sigma")
     scale: float = Field(1.0, gt=0, le=1e6, description="multiply every v_k by this (scales Delta)")
+    file_sha256: str | None = Field(
+        None, exclude_if=lambda v: v is None,
+        description="kind=file: sha256 of the file's bytes, set when the config is loaded (checked if given)",
+    )
+    _file_values: np.ndarray | None = PrivateAttr(None)  # kind=file: the K x d numbers read at load time
 
-
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _from_file(cls, data: Any) -> Any:
-        """For kind=file, K and d are read off the file."""
-        if isinstance(data, dict) and data.get("kind") == "file" and isinstance(data.get("path"), str):
-            from .features import load_feature_file
+    def _from_file(cls, data: Any, handler: Any) -> FeaturesConfig:
+        """kind=file: the file is read once, here (see ``read_file_section``); its numbers stay with the
+        config (pickled with it), its sha256 enters the config hash."""
+        if not (isinstance(data, dict) and data.get("kind") == "file" and isinstance(data.get("path"), str)):
+            return handler(data)
+        data, arr = read_file_section(data)
+        model = handler(data)
+        model._file_values = arr
+        return model
 
-            arr = load_feature_file(data["path"])
-            for key, val in (("K", arr.shape[0]), ("d", arr.shape[1])):
-                if data.get(key) not in (None, val):
-                    raise ValueError(f"{key}={data[key]} does not match the file's shape {arr.shape}")
-            data = {**data, "K": arr.shape[0], "d": arr.shape[1]}
-        return data
+    def file_values(self) -> np.ndarray:
+        """kind=file: the K x d feature numbers read when the config was loaded."""
+        if self._file_values is None:
+            raise ConfigError("features.path", "the features were not read from a file (features.kind=file)")
+        return self._file_values
 
     @field_validator("probs", mode="before")
     @classmethod
@@ -106,6 +120,8 @@ class FeaturesConfig(_Strict):
             raise ConfigError("features.K", f"simplex features need K - 1 <= d (got K={self.K}, d={self.d})")
         if self.kind == "file" and not self.path:
             raise ConfigError("features.path", "features.kind=file needs a .npy or .csv path")
+        if self.kind != "file" and self.file_sha256 is not None:
+            raise ConfigError("features.file_sha256", f"only features.kind=file has a file (kind={self.kind})")
         if isinstance(self.probs, list) and len(self.probs) != self.K:
             raise ConfigError("features.probs", f"must list K={self.K} probabilities (got {len(self.probs)})")
         if 4 * self.K * self.d > MAX_ELEMENTS:
@@ -124,7 +140,6 @@ class TaskConfig(_Strict):
     label_noise: float = Field(0.0, ge=0, le=1e6, description="label noise tau")
     params: dict[str, Any] = Field(default_factory=dict, description="class-specific options")
     kernel_samples: int = Field(4096, ge=2, le=10_000_000, description="Monte-Carlo functions for Sigma")
-
 
 
 class ModelConfig(_Strict):
@@ -194,7 +209,6 @@ class TrainConfig(_Strict):
     )
     log_every: int = Field(10, ge=1, description="record metrics every this many steps")
     diverge_factor: float = Field(1e4, gt=1, description="diverged: loss above this times the initial loss")
-
 
 
 class EvalConfig(_Strict):
@@ -278,6 +292,9 @@ class Config(_Strict):
             ("features.d", f"the d x d key-query matrix Q (d={d})", 4 * d * d),
         ]
         checks.extend(engine_class(e.kind).working_set(self, tasks))  # the engine's own largest tensors
+        if self.model.kind == "transformer":  # parameters with gradients and optimizer state, activations
+            checks += size_checks(self.model, d, self.prompt.N + 1,
+                                  {"engine.batch": e.batch, "eval.functions": self.eval.functions})
         rows = (t.steps // t.log_every + 2) * (2 * K * K + 16)
         checks.append(("train.log_every", f"the recorded metrics ({rows:.3g} rows: steps={t.steps}, "
                        f"log_every={t.log_every}, K={K})", 5 * rows))
@@ -298,6 +315,10 @@ class Config(_Strict):
         data = self.model_dump(mode="json", exclude={"name"})
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
+    def with_overrides(self, overrides: list[str]) -> Config:
+        """A new validated Config: this one with ``key.sub=value`` overrides applied."""
+        return validate_config(apply_overrides(self.model_dump(mode="json"), list(overrides)))
+
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
 
@@ -312,12 +333,6 @@ def _task(kind: str, L: float, d: int, params: dict) -> Any:
         raise
     except Exception as e:  # noqa: BLE001 - user code: report it as one line
         raise ConfigError("task.kind", f"task class {kind!r} cannot be created ({type(e).__name__}: {e})") from None
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    """repr of a user value, cut to ``limit`` characters (error messages stay one short line)."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def import_plugin(module: str) -> None:
@@ -335,77 +350,6 @@ def import_plugin(module: str) -> None:
 # --------------------------------------------------------------------------- loading
 
 
-_UNION_TAG = re.compile(r"(literal|list|dict|set|tuple|function-\w+)\[.*\]|int|float|str|bool|none")
-
-
-def _loc(parts: tuple, keys: bool = False) -> str:
-    """A dotted field path; a key that is not a plain name is shown as its repr. Unless the error is
-    about a key (``keys``), the tags pydantic adds for the members of a union are left out."""
-    out = []
-    for part in parts:
-        if not keys and isinstance(part, str) and _UNION_TAG.fullmatch(part):
-            continue
-        text = str(part)
-        out.append(text if re.fullmatch(r"[A-Za-z0-9_]{1,60}", text) else _short(part, 40))
-    return ".".join(out) or "config"
-
-
-def _format_validation_error(err: ValidationError) -> ConfigError:
-    first = err.errors()[0]
-    inner = (first.get("ctx") or {}).get("error")
-    if isinstance(inner, ConfigError):
-        return inner
-    loc = _loc(first["loc"], keys=first["type"] in ("extra_forbidden", "string_type"))
-    msg = first["msg"]
-    if msg.startswith("Value error, "):
-        msg = msg[len("Value error, ") :]
-    if first["type"] == "extra_forbidden":
-        msg = "unknown key"
-        parent = first["loc"][:-1]
-        allowed = _allowed_keys(parent)
-        if allowed:
-            msg += f" (allowed: {', '.join(allowed)})"
-    elif first["type"] == "missing":
-        msg = "required key is missing"
-    elif first["type"] in ("model_type", "model_attributes_type", "dict_type"):
-        allowed = _allowed_keys(first["loc"])
-        got = type(first.get("input")).__name__
-        msg = f"must be a section of keys (got {got})" + (f"; allowed keys: {', '.join(allowed)}" if allowed else "")
-    elif "input" in first and first["type"] not in ("value_error",) and not isinstance(first["input"], dict | list):
-        msg += f" (got {_short(first['input'])})"
-    return ConfigError(loc, msg)
-
-
-def _allowed_keys(loc: tuple) -> list[str]:
-    model: type[BaseModel] = Config
-    for part in loc:
-        field = model.model_fields.get(str(part))
-        ann = getattr(field, "annotation", None) if field else None
-        if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
-            return []
-        model = ann
-    return list(model.model_fields)
-
-
-def check_shape(data: Any, what: str = "config") -> None:
-    """Refuse data nested deeper than MAX_CONFIG_DEPTH or holding more than MAX_CONFIG_VALUES values
-    (YAML aliases can make a small file expand exponentially: this stops at the budget)."""
-    budget = MAX_CONFIG_VALUES
-    stack = [(data, 1)]
-    while stack:
-        node, depth = stack.pop()
-        budget -= 1
-        if budget < 0:
-            raise ConfigError(what, f"holds more than {MAX_CONFIG_VALUES} values (YAML aliases expanded)")
-        if depth > MAX_CONFIG_DEPTH:
-            raise ConfigError(what, f"is nested more than {MAX_CONFIG_DEPTH} levels deep")
-        if isinstance(node, dict):
-            stack.extend((v, depth + 1) for v in node.values())
-            stack.extend((k, depth + 1) for k in node)
-        elif isinstance(node, list | tuple | set):
-            stack.extend((v, depth + 1) for v in node)
-
-
 def validate_config(data: Any) -> Config:
     """Validate a plain mapping into a Config, raising ConfigError with one clear line."""
     if data is None:
@@ -416,65 +360,9 @@ def validate_config(data: Any) -> Config:
     try:
         return Config.model_validate(data)
     except ValidationError as e:
-        raise _format_validation_error(e) from None
+        raise format_validation_error(e, Config) from None
     except RecursionError:
         raise ConfigError("config", "nested too deeply") from None
-
-
-def read_yaml(path: str | Path) -> Any:
-    """Read a YAML file with the safe loader; every failure is a UserInputError naming the file."""
-    p = Path(path)
-    if not p.is_file():
-        raise UserInputError(f"{path}: no such file" if not p.exists() else f"{path}: not a file")
-    try:
-        if p.stat().st_size > MAX_YAML_BYTES:
-            raise UserInputError(f"{path}: larger than {MAX_YAML_BYTES // 2**20} MiB, too large for a config")
-        text = p.read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        raise UserInputError(f"{path}: not UTF-8 text") from None
-    except OSError as e:
-        raise UserInputError(f"{path}: cannot be read ({e.strerror})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or ""
-        raise UserInputError(f"{path}: malformed YAML{where}" + (f" ({problem})" if problem else "")) from None
-    except RecursionError:
-        raise UserInputError(f"{path}: YAML nested too deeply") from None
-    check_shape(data, str(path))
-    return data
-
-
-def parse_override(text: str) -> tuple[list[str], Any]:
-    """Parse ``key.sub=value``; the value is read as YAML (so 1e-3, true, [0.5, 0.5] work)."""
-    if "=" not in text:
-        raise UserInputError(f"override {text!r}: expected key.sub=value")
-    key, _, raw = text.partition("=")
-    parts = key.strip().split(".")
-    if not all(parts):
-        raise UserInputError(f"override {text!r}: empty key name (expected key.sub=value)")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else None
-    except yaml.YAMLError:
-        raise UserInputError(f"override {text!r}: value is not valid YAML") from None
-    return parts, value
-
-
-def apply_overrides(data: dict, overrides: list[str]) -> dict:
-    for text in overrides:
-        parts, value = parse_override(text)
-        node = data
-        for part in parts[:-1]:
-            child = node.get(part)
-            if child is None:
-                child = node[part] = {}
-            if not isinstance(child, dict):
-                raise UserInputError(f"override {text!r}: {part} is not a section")
-            node = child
-        node[parts[-1]] = value
-    return data
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:

@@ -23,6 +23,36 @@ import torch
 from torch import nn
 
 
+def parameter_count(d: int, width: int, n_layers: int, mlp: bool, layernorm: bool) -> int:
+    """The number of trainable numbers of an ICLTransformer, from its sizes alone (nothing allocated)."""
+    per_layer = 4 * width * width  # W_Q, W_K, W_V, W_O
+    if mlp:
+        per_layer += 8 * width * width + 5 * width  # W -> 4W -> W, with biases
+    if layernorm:
+        per_layer += 4 * width  # two LayerNorms (gain and bias)
+    return (d + 2) * width + n_layers * per_layer + (2 * width if layernorm else 0) + width + 1
+
+
+def activation_count(batch: int, points: int, width: int, n_layers: int, n_heads: int, mlp: bool) -> int:
+    """About how many numbers one forward pass keeps for backward: the residual stream, Q/K/V, the
+    attention scores and the MLP's hidden layer of each layer, for ``batch`` prompts of ``points`` tokens."""
+    per_layer = batch * points * width * (6 + (8 if mlp else 0)) + 2 * batch * n_heads * points * points
+    return n_layers * per_layer + batch * points * width
+
+
+def size_checks(m, d: int, points: int, batches: dict[str, int]) -> list[tuple[str, str, int]]:
+    """(field, what, elements) for the transformer a ModelConfig ``m`` describes: its parameters with
+    gradients and optimizer state (4 copies), and the activations of each batch size in ``batches``."""
+    params = parameter_count(d, m.width, m.n_layers, m.mlp, m.layernorm)
+    sizes = f"width={m.width}, n_layers={m.n_layers}, mlp={m.mlp}, d={d}"
+    checks = [("model.width", f"the transformer's {params:.3g} parameters ({sizes})", 4 * params)]
+    for field, n in batches.items():
+        acts = activation_count(n, points, m.width, m.n_layers, m.n_heads, m.mlp)
+        checks.append((field, f"the transformer's activations ({field.split('.')[1]}={n}, N+1={points}, {sizes})",
+                       acts))
+    return checks
+
+
 def _linear(n_in: int, n_out: int, bias: bool, gen, dtype, device) -> nn.Linear:
     lin = nn.Linear(n_in, n_out, bias=bias, dtype=dtype, device=device)
     with torch.no_grad():

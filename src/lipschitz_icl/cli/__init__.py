@@ -8,6 +8,7 @@ import typer
 from ..threads import configured_threads
 from .analyze import analyze_command
 from .bench import bench_command
+from .common import OneLineUsageErrors
 from .evaluate import evaluate_command
 from .reproduce import reproduce_command
 from .run import run_command
@@ -20,6 +21,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=OneLineUsageErrors,
 )
 
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from ..analysis import analyze_run_object
 from ..api import load_run
 from ..errors import UserInputError
 from ..store import ANALYSIS_FILE, METRICS_FILE, SUMMARY_FILE, atomic_write_json
-from .common import err, out, user_errors
+from .common import check_run_dir, err, esc, out, user_errors
 
 
 def _fmt(v) -> str:
@@ -41,7 +40,7 @@ def phase_table(res: dict, title: str) -> Table:
         (f"verdict (Attn ≥ {1 - res['eps_attn']:g}, error ≤ {res['eps']:g})", res["verdict"]),
     ]
     for label, value in rows:
-        table.add_row(label, _fmt(value))
+        table.add_row(label, esc(_fmt(value)))
     return table
 
 
@@ -55,21 +54,20 @@ def analyze_command(
     with user_errors():
         runs = []
         for d in run_dirs:
-            if not d.is_dir():
-                raise UserInputError(f"{d}: no such run directory")
-            run = load_run(d)  # refuses a run still `running` or with mismatched files
+            check_run_dir(d)
+            run = load_run(d)  # refuses a run still `running`, with mismatched or corrupt files (named)
             if run.metrics.empty:
                 raise UserInputError(f"{d}: not a run directory (needs {SUMMARY_FILE} and {METRICS_FILE})")
             runs.append(run)
         unwritten = 0
         for d, run in zip(run_dirs, runs, strict=True):
             res = analyze_run_object(run, osc_tol=osc_tol)
-            out.print(phase_table(res, escape(f"analysis {d}")))
+            out.print(phase_table(res, f"analysis {esc(d)}"))
             try:
                 atomic_write_json(d / ANALYSIS_FILE, res)
             except OSError as e:
                 unwritten += 1
-                err.print(f"[bold red]error:[/] {escape(f'{d}: cannot write {ANALYSIS_FILE} ({e.strerror or e})')}",
+                err.print(f"[bold red]error:[/] {esc(f'{d}: cannot write {ANALYSIS_FILE} ({e.strerror or e})')}",
                           highlight=False, soft_wrap=True)
     if unwritten:
         raise typer.Exit(1)

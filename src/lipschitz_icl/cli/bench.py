@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from ..errors import UserInputError
-from .common import err, out, user_errors
+from .common import check_out_path, err, esc, out, user_errors
 
 
 def _fmt(v) -> str:
@@ -74,6 +74,7 @@ def bench_command(
     from ..store import atomic_write_json
 
     with user_errors():
+        check_out_path(out_path, "--out")
         if threads < 0:
             raise UserInputError(f"--threads must be >= 0 (got {threads})")
         for spec in extra or []:
@@ -97,8 +98,8 @@ def bench_command(
         for table in section_tables(name, section):
             out.print(table)
         if section.get("error"):
-            out.print(f"[red]{name} failed:[/] {section['error']}")
+            out.print(f"[red]{esc(name)} failed:[/] {esc(section['error'])}")
         for note in section.get("notes", []):
             out.print(f"  [dim]{note}[/]")
     out.print(targets_table(report["targets"]))
-    out.print(f"total {report['wall_s']} s; report written to {out_path}")
+    out.print(f"total {report['wall_s']} s; report written to {esc(out_path)}")

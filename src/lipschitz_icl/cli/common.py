@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import click
+import pyarrow as pa
+import pyarrow.parquet as pq
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -22,8 +27,11 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from typer.core import TyperGroup
 
+from ..config_io import clip, path_kind
 from ..errors import TaskEvaluationError, UserInputError
+from ..store import METRICS_FILE, SUMMARY_FILE
 
 out = Console()  # tables and results
 err = Console(stderr=True)  # progress and messages
@@ -39,19 +47,101 @@ def one_line(message: str) -> str:
     return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
+def esc(value: object) -> str:
+    """Any user text (a path, a name, a value, an error) made safe to print through rich: one line,
+    markup such as ``[/x]`` or ``[Errno 28]`` shown as written. Use it on every piece of user text in
+    a message, table title or cell."""
+    return escape(one_line(str(value)))
+
+
 def fail(message: str, code: int = 2) -> None:
     """Print one line naming what is wrong and exit (2: bad input, 1: runtime failure, 130: interrupted)."""
-    err.print(f"[bold red]error:[/] {escape(one_line(message))}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {esc(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+# click's usage errors, from click itself and from the copy typer may vendor
+_CLICK_ERRORS = tuple(
+    {click.ClickException, *(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")}
+)
+_CLICK_ABORTS = tuple({click.exceptions.Abort, typer.Abort})
+
+
+class OneLineUsageErrors(TyperGroup):
+    """The root command's group: click's usage errors (an unknown option, a missing argument, a bad
+    option value) print as one line, like every other error, instead of a usage box."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except _CLICK_ERRORS as e:
+            if type(e).__name__ == "NoArgsIsHelpError":  # the help was printed already
+                sys.exit(e.exit_code)
+            ctx = getattr(e, "ctx", None)
+            path = ctx.command_path if ctx is not None else self.name or "lipschitz-icl"
+            hint = f" (see '{path} --help')"
+            err.print(f"[bold red]error:[/] {esc(e.format_message())}{esc(hint)}", highlight=False, soft_wrap=True)
+            sys.exit(e.exit_code)
+        except _CLICK_ABORTS:
+            err.print("[bold red]error:[/] aborted", highlight=False)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)  # a command's typer.Exit(code) comes back as code
 
 
 def split_config_and_overrides(config: str | None, overrides: list[str] | None) -> tuple[str | None, list[str]]:
     """``run key=value`` (no config file) is allowed: a first argument with '=' that is not a
     file is an override."""
     rest = list(overrides or [])
-    if config is not None and "=" in config and not Path(config).exists():
+    if config is not None and "=" in config and path_kind(config) == "missing":
         return None, [config, *rest]
     return config, rest
+
+
+MAX_NAME_BYTES = 255  # the longest file or folder name common file systems take
+MAX_PATH_CHARS = 4096  # the longest path Linux takes (PATH_MAX)
+MAX_PATH_DEPTH = 256  # folders created one inside another (each level is a recursion in mkdir)
+
+
+def check_out_path(path: Path | None, option: str) -> None:
+    """Refuse an output path the file system cannot take, before anything is run or written."""
+    if path is None:
+        return
+    text, parts = str(path), Path(path).parts
+    long_part = next((p for p in parts if len(p.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES), None)
+    if long_part is not None:
+        raise UserInputError(f"{option} {clip(text)}: the name {clip(long_part, 40)} is longer than "
+                             f"{MAX_NAME_BYTES} bytes (allowed: names of at most {MAX_NAME_BYTES} bytes)")
+    if len(text) > MAX_PATH_CHARS or len(parts) > MAX_PATH_DEPTH:
+        raise UserInputError(f"{option} {clip(text)}: {len(text)} characters in {len(parts)} folders (allowed: at "
+                             f"most {MAX_PATH_CHARS} characters and {MAX_PATH_DEPTH} folders)")
+    if "\x00" in text:
+        raise UserInputError(f"{option} {clip(text)}: holds a NUL byte")
+
+
+def check_run_dir(run_dir: Path) -> None:
+    """Refuse a run directory argument that does not name a folder (a name too long to exist included)."""
+    kind = path_kind(run_dir)
+    if kind != "dir":
+        raise UserInputError(f"{clip(run_dir)}: " + ("no such run directory" if kind == "missing" else
+                                                    "not a run directory (not a folder)"))
+
+
+def check_run_files(run_dir: Path) -> None:
+    """Refuse, naming the file, a run directory whose summary.json or metrics.parquet is corrupt."""
+    summary, metrics = run_dir / SUMMARY_FILE, run_dir / METRICS_FILE
+    try:
+        data = json.loads(summary.read_bytes())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise UserInputError(f"{summary}: corrupt, not JSON ({one_line(str(e))[:80]})") from None
+    if not isinstance(data, dict):
+        raise UserInputError(f"{summary}: corrupt, not a JSON object (got {type(data).__name__})")
+    if metrics.exists():
+        try:
+            pq.read_metadata(metrics)
+        except (pa.ArrowException, OSError) as e:
+            raise UserInputError(f"{metrics}: corrupt, not a Parquet file ({one_line(str(e))[:80]})") from None
 
 
 @contextlib.contextmanager
@@ -106,13 +196,18 @@ _CLI_EXITS: tuple[type[BaseException], ...] = tuple(
 def user_errors() -> Iterator[None]:
     """Turn every error into one line on stderr and an exit code, never a traceback:
     bad input (UserInputError, ConfigError) 2; a task class returning NaN, a failed write, any other
-    fault 1; Ctrl-C or SIGTERM 130. LIPSCHITZ_ICL_DEBUG=1 re-raises unexpected errors (traceback)."""
+    fault 1; Ctrl-C or SIGTERM 130. LIPSCHITZ_ICL_DEBUG=1 re-raises unexpected errors (traceback).
+    Warnings raised on the way (a library's, say torch's about a foreign pickle) are held back: shown
+    after a command that succeeds, dropped when it fails, so an error stays one line."""
     try:
-        yield
+        with warnings.catch_warnings(record=True) as caught:
+            yield
     except _CLI_EXITS:
         raise
     except UserInputError as e:
         fail(str(e), 2)
+    except pa.ArrowException as e:  # a metrics file that is corrupt past its footer
+        fail(f"a Parquet file is corrupt ({e})", 2)
     except TaskEvaluationError as e:
         fail(str(e), 1)
     except OSError as e:
@@ -125,6 +220,8 @@ def user_errors() -> Iterator[None]:
         if os.environ.get("LIPSCHITZ_ICL_DEBUG") == "1":
             raise
         fail(f"unexpected {type(e).__name__}: {e} (set LIPSCHITZ_ICL_DEBUG=1 for a traceback)", 1)
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def is_stdout_tty() -> bool:

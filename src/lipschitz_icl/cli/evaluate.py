@@ -7,8 +7,11 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from ..config import MAX_ELEMENTS, MAX_ENV
 from ..errors import UserInputError
-from .common import err, out, progress_bar, user_errors
+from ..evaluate import default_contexts
+from ..store import SUMMARY_FILE
+from .common import check_out_path, check_run_dir, check_run_files, err, esc, out, progress_bar, user_errors
 
 
 def _parse_contexts(text: str | None) -> list[int] | None:
@@ -23,6 +26,17 @@ def _parse_contexts(text: str | None) -> list[int] | None:
     return values
 
 
+def _check_size(run, prompts: int, contexts: list[int] | None) -> None:
+    """Refuse, before anything is drawn, an evaluation whose prompts (prompts x (n+1) tokens of d+1
+    numbers, a few copies) or per-prompt n x n baseline matrices (least squares, GP) exceed MAX_ELEMENTS."""
+    d, n_max = run.config.features.d, max(contexts or default_contexts(run.config.prompt.N))
+    for option, size in (("--contexts", 4 * n_max * n_max), ("--prompts", 4 * prompts * (n_max + 1) * (d + 1))):
+        if size > MAX_ELEMENTS:
+            raise UserInputError(f"{option}: {prompts} prompts with contexts up to {n_max} (d={d}) would need "
+                                 f"about {size:.3g} elements in memory (at most {MAX_ELEMENTS:.3g}; lower "
+                                 f"--prompts or --contexts, or raise {MAX_ENV} on a larger machine)")
+
+
 SHORT = {"Nadaraya-Watson": "NW", "least squares": "LS", "context mean": "mean"}
 
 
@@ -34,11 +48,11 @@ def evaluation_tables(table, trained: str) -> list[Table]:
         sub = table[table["class"] == cls]
         best = sub.loc[sub.groupby("n_context")["error"].idxmin()].set_index("n_context")["method"]
         kind = "the run's class" if cls == trained else "held out"
-        t = Table(title=f"{cls} ({kind}): error 1/2 E[(y_hat - f(x_q))^2] on unseen functions",
+        t = Table(title=f"{esc(cls)} ({kind}): error 1/2 E[(y_hat - f(x_q))^2] on unseen functions",
                   caption="bold: lowest; NW Nadaraya-Watson, LS least squares; standard errors in evaluation.csv")
         t.add_column("n", justify="right")
         for m in methods:
-            t.add_column(SHORT.get(m, m), justify="right")
+            t.add_column(esc(SHORT.get(m, m)), justify="right")
         for n, rows in sub.groupby("n_context", sort=True):
             cells = []
             for m in methods:
@@ -64,8 +78,13 @@ def evaluate_command(
     from ..evaluate import evaluate_run, write_evaluation
 
     with user_errors():
+        check_out_path(out_dir, "--out")
+        check_run_dir(run_dir)
+        if (run_dir / SUMMARY_FILE).is_file():
+            check_run_files(run_dir)
         run = load_run(run_dir)
         ctx = _parse_contexts(contexts)
+        _check_size(run, prompts, ctx)
         with progress_bar() as bar:
             task = bar.add_task("evaluating", total=None, info="")
 
@@ -84,4 +103,4 @@ def evaluate_command(
             raise UserInputError(f"cannot write the evaluation into {target}: {e.strerror or e}") from None
     for t in evaluation_tables(table, run.config.task.kind):
         out.print(t)
-    err.print("wrote " + ", ".join(str(p) for p in paths))
+    err.print("wrote " + ", ".join(esc(p) for p in paths), highlight=False, soft_wrap=True)

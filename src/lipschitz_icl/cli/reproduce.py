@@ -6,7 +6,6 @@ import time
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from ..errors import UserInputError
@@ -15,7 +14,7 @@ from ..report import sorted_claims
 from ..report import update_readme as write_readme
 from ..reproduce import available_suites, options_of, recorded_options, reproduce
 from ..store import claim_new_dir
-from .common import err, fail, progress_bar, sigterm_as_interrupt, user_errors
+from .common import check_out_path, err, esc, fail, progress_bar, sigterm_as_interrupt, user_errors
 from .common import out as console
 
 VERDICT_STYLE = {"supported": "green", "not supported": "red", "inconclusive": "yellow"}
@@ -55,7 +54,7 @@ def _experiment_logger():
     def log(event: str, name: str, elapsed: float) -> None:
         stamp = time.strftime("%H:%M:%S")
         tail = f" in {elapsed:.1f} s" if event == "finished" else (" (saved result)" if event == "reused" else "")
-        err.print(escape(f"[{stamp}] {event} {name}{tail}"), highlight=False, soft_wrap=True)
+        err.print(esc(f"[{stamp}] {event} {name}{tail}"), highlight=False, soft_wrap=True)
 
     return log
 
@@ -79,6 +78,7 @@ def reproduce_command(
     reuses the finished experiments and runs the rest.
     """
     with user_errors(), sigterm_as_interrupt():
+        check_out_path(out_dir, "--out")
         allowed = [*available_suites(), "all"]
         if suite not in allowed:
             raise UserInputError(f"suite {suite!r} is not known (allowed: {', '.join(allowed)})")
@@ -86,7 +86,7 @@ def reproduce_command(
             raise UserInputError(f"--update-readme {update_readme}: no such file")
         out, resuming = _choose_out(out_dir, suite, quick, seed, resume=resume, force=force)
         if resuming:
-            err.print(escape(f"resuming in {out}: finished experiments are reused"), highlight=False)
+            err.print(esc(f"resuming in {out}: finished experiments are reused"), highlight=False)
         cmd = f"lipschitz-icl reproduce {suite}" + (" --quick" if quick else "")
         with progress_bar(transient=False) as bar:
             tasks: dict[str, int] = {}
@@ -106,14 +106,14 @@ def reproduce_command(
     _print_claims(claims, meta, out)
     if update_readme is not None:
         ok = write_readme(update_readme, claims, str(out), meta)
-        console.print(f"README table {'updated' if ok else 'NOT updated (markers missing)'}: {update_readme}")
+        console.print(f"README table {'updated' if ok else 'NOT updated (markers missing)'}: {esc(update_readme)}")
 
 
 def _print_claims(claims, meta: dict, out: Path) -> None:
-    table = Table(title=escape(f"claims ({meta['size']} size, {meta['wall_s']:.0f} s) — {out}/report.html"))
+    table = Table(title=f"claims ({meta['size']} size, {meta['wall_s']:.0f} s) — {esc(out)}/report.html")
     for col in ("claim", "verdict", "experiment", "s"):
         table.add_column(col)
     for c in sorted_claims(claims):
         style = VERDICT_STYLE.get(c.verdict, "")
-        table.add_row(escape(c.id), f"[{style}]{escape(c.verdict)}[/]", escape(c.experiment), f"{c.wall_s:.0f}")
+        table.add_row(esc(c.id), f"[{style}]{esc(c.verdict)}[/]", esc(c.experiment), f"{c.wall_s:.0f}")
     console.print(table)

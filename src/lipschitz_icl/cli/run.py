@@ -5,15 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from ..api import run as run_api
 from ..config import default_config, load_config
 from .common import (
+    check_out_path,
     err,
+    esc,
     fail,
-    one_line,
     out,
     progress_bar,
     sigterm_as_interrupt,
@@ -38,9 +38,9 @@ def _fmt(v) -> str:
 def summary_table(summary: dict, title: str) -> Table:
     table = Table(title=title, show_header=False)
     for label, key in SUMMARY_ROWS:
-        table.add_row(label, escape(_fmt(summary.get(key))))
+        table.add_row(label, esc(_fmt(summary.get(key))))
     if summary.get("error"):
-        table.add_row("error", escape(one_line(str(summary["error"]))))
+        table.add_row("error", esc(summary["error"]))
     return table
 
 
@@ -59,6 +59,7 @@ def run_command(
     2 for bad input (one line on stderr naming the field or file, no run directory).
     """
     with user_errors():
+        check_out_path(out_dir, "--out")
         config, overrides = split_config_and_overrides(config, overrides)
         cfg = load_config(config, overrides) if (config or overrides) else default_config()
         if print_config:
@@ -76,10 +77,10 @@ def run_command(
                 fail(f"cannot write the run: {e}", 1)
             except KeyboardInterrupt:
                 fail("interrupted (the run directory, if any, holds what was written)", 130)
-    out.print(summary_table(result.summary, escape(f"run {result.dir}")))
+    out.print(summary_table(result.summary, f"run {esc(result.dir)}"))
     status = result.summary["status"]
     if status == "failed":
-        err.print(f"[red]run failed:[/] {escape(one_line(str(result.summary.get('error'))))}", soft_wrap=True)
+        err.print(f"[red]run failed:[/] {esc(result.summary.get('error'))}", soft_wrap=True)
         raise typer.Exit(1)
     if status == "interrupted":
         raise typer.Exit(130)

@@ -11,7 +11,7 @@ from rich.table import Table
 from ..config import default_config, load_config
 from ..store import atomic_write_json
 from ..theory import theory_report
-from .common import fail, out, split_config_and_overrides, user_errors
+from .common import check_out_path, esc, fail, out, split_config_and_overrides, user_errors
 
 
 def _g(v: float) -> str:
@@ -27,7 +27,7 @@ def theory_table(rep: dict, title: str) -> Table:
         ("δ (non-degeneracy)", _g(rep["delta"]) + se),
         ("L", _g(rep["L"])),
         (f"L* = {rep['c']:g}/(Δδ)", _g(rep["L_star"])),
-        (f"regime (band ±{rep['band']:g})", rep["regime"]),
+        (f"regime (band ±{rep['band']:g})", esc(rep["regime"])),
         ("T_f scale, K log(K/ε)/(ηδ²L²Δ²)", f"{_g(rep['T_f'])} (constant unknown)"),
         ("λ_max, loss Hessian at Q⁽⁰⁾", lam),
         ("η_max = 2/λ_max", _g(rep["eta_max"])),
@@ -48,6 +48,7 @@ def theory_command(
     L* = c/(Delta delta), the regime, the flat-regime time scale T_f (a scale: its constant is
     unknown) and the largest stable step eta_max = 2/lambda_max of the loss Hessian at Q^(0)."""
     with user_errors():
+        check_out_path(json_out, "--json")
         config, overrides = split_config_and_overrides(config, overrides)
         cfg = load_config(config, overrides) if (config or overrides) else default_config()
         rep = theory_report(cfg, iters=iters)
@@ -58,4 +59,4 @@ def theory_command(
                 atomic_write_json(json_out, rep)
             except OSError as e:
                 fail(f"--json {json_out}: cannot write ({e.strerror})")
-    out.print(theory_table(rep, f"theory: {config or 'defaults'}"))
+    out.print(theory_table(rep, f"theory: {esc(config or 'defaults')}"))

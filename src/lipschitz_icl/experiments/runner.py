@@ -56,7 +56,7 @@ def base_config(overrides: list[str] | None = None, **sections) -> Config:
 
 
 def with_overrides(cfg: Config, overrides: list[str]) -> Config:
-    return validate_config(apply_overrides(cfg.model_dump(mode="json"), overrides))
+    return cfg.with_overrides(overrides)
 
 
 def run_group(ctx: Context, group: str, configs: list[Config], label: str | None = None) -> list[Run]:

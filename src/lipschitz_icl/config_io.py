@@ -1,0 +1,242 @@
+"""Reading configs: YAML files and ``key.sub=value`` overrides in, one-line errors out.
+
+The schema lives in ``config.py``; this module knows nothing of it beyond the root model it is
+handed, so loading, overrides and error formatting can be reused (run configs, sweep specs).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from .errors import ConfigError, UserInputError
+
+MAX_CONFIG_VALUES = 100_000  # a config (after YAML aliases are expanded) holds at most this many values
+MAX_CONFIG_DEPTH = 32  # ... nested at most this deep
+MAX_YAML_BYTES = 16 * 2**20  # a config or spec file larger than this is refused unread
+
+
+def short(value: Any, limit: int = 60) -> str:
+    """repr of a user value, cut to ``limit`` characters (error messages stay one short line)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def clip(value: Any, limit: int = 200) -> str:
+    """str of a user value (a path), cut to ``limit`` characters."""
+    text = str(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# --------------------------------------------------------------------------- error formatting
+
+
+_UNION_TAG = re.compile(r"(literal|list|dict|set|tuple|function-\w+)\[.*\]|int|float|str|bool|none")
+
+
+def loc(parts: tuple, keys: bool = False) -> str:
+    """A dotted field path; a key that is not a plain name is shown as its repr. Unless the error is
+    about a key (``keys``), the tags pydantic adds for the members of a union are left out."""
+    out = []
+    for part in parts:
+        if not keys and isinstance(part, str) and _UNION_TAG.fullmatch(part):
+            continue
+        text = str(part)
+        out.append(text if re.fullmatch(r"[A-Za-z0-9_]{1,60}", text) else short(part, 40))
+    return ".".join(out) or "config"
+
+
+def allowed_keys(root: type[BaseModel], parts: tuple) -> list[str]:
+    """The keys of the section of ``root`` at ``parts`` (empty when it is not a section)."""
+    model = root
+    for part in parts:
+        field = model.model_fields.get(str(part))
+        ann = getattr(field, "annotation", None) if field else None
+        if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
+            return []
+        model = ann
+    return list(model.model_fields)
+
+
+def format_validation_error(err: ValidationError, root: type[BaseModel]) -> ConfigError:
+    """The first error pydantic found, as one line naming the field and what is allowed."""
+    first = err.errors()[0]
+    inner = (first.get("ctx") or {}).get("error")
+    if isinstance(inner, ConfigError):
+        return inner
+    where = loc(first["loc"], keys=first["type"] in ("extra_forbidden", "string_type"))
+    msg = first["msg"]
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    if first["type"] == "extra_forbidden":
+        msg = "unknown key"
+        allowed = allowed_keys(root, first["loc"][:-1])
+        if allowed:
+            msg += f" (allowed: {', '.join(allowed)})"
+    elif first["type"] == "missing":
+        msg = "required key is missing"
+    elif first["type"] in ("model_type", "model_attributes_type", "dict_type"):
+        allowed = allowed_keys(root, first["loc"])
+        got = type(first.get("input")).__name__
+        msg = f"must be a section of keys (got {got})" + (f"; allowed keys: {', '.join(allowed)}" if allowed else "")
+    elif "input" in first and first["type"] not in ("value_error",) and not isinstance(first["input"], dict | list):
+        msg += f" (got {short(first['input'])})"
+    return ConfigError(where, msg)
+
+
+# --------------------------------------------------------------------------- YAML
+
+
+class CoreSafeLoader(yaml.SafeLoader):
+    """PyYAML's safe loader with the YAML 1.2 core schema's plain scalars (one resolver for files and
+    overrides: ``1e-3`` is a float wherever it appears, ``yes``/``on``/``010``/``1:30`` are what they
+    look like) and duplicate keys refused."""
+
+    yaml_implicit_resolvers = {
+        first: [(tag, rx) for tag, rx in resolvers if tag.rsplit(":", 1)[1] not in ("bool", "int", "float",
+                                                                                    "timestamp")]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # keys from a merged anchor may be overridden
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:
+                continue  # an unhashable key: the safe loader refuses it itself
+            if duplicate:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {short(key)}",
+                                                        key_node.start_mark)
+        return super().construct_mapping(node, deep)
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        text = self.construct_scalar(node)
+        try:
+            return int(text, 0) if text.lower().startswith(("0o", "0x")) else int(text, 10)
+        except ValueError:  # Python refuses to parse integers of more than 4300 digits
+            raise yaml.constructor.ConstructorError(None, None, f"integer of {len(text)} characters is too "
+                                                    "long (at most 4300 digits)", node.start_mark) from None
+
+
+CoreSafeLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+CoreSafeLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:int", re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"), list("-+0123456789"))
+CoreSafeLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+    list("-+0123456789."))
+CoreSafeLoader.add_constructor("tag:yaml.org,2002:int", CoreSafeLoader.construct_yaml_int)
+
+
+def load_yaml(text: str) -> Any:
+    """Parse YAML text with CoreSafeLoader (no Python objects: only the safe tags)."""
+    return yaml.load(text, Loader=CoreSafeLoader)
+
+
+def _yaml_problem(e: yaml.YAMLError) -> str:
+    """Where and why YAML text was refused: ' at line 3 (duplicate key ...)'."""
+    mark = getattr(e, "problem_mark", None)
+    where = f" at line {mark.line + 1}" if mark is not None else ""
+    problem = getattr(e, "problem", None) or ""
+    return where + (f" ({problem})" if problem else "")
+
+
+def check_shape(data: Any, what: str = "config") -> None:
+    """Refuse data nested deeper than MAX_CONFIG_DEPTH or holding more than MAX_CONFIG_VALUES values
+    (YAML aliases can make a small file expand exponentially: this stops at the budget)."""
+    budget = MAX_CONFIG_VALUES
+    stack = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        budget -= 1
+        if budget < 0:
+            raise ConfigError(what, f"holds more than {MAX_CONFIG_VALUES} values (YAML aliases expanded)")
+        if depth > MAX_CONFIG_DEPTH:
+            raise ConfigError(what, f"is nested more than {MAX_CONFIG_DEPTH} levels deep")
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+            stack.extend((k, depth + 1) for k in node)
+        elif isinstance(node, list | tuple | set):
+            stack.extend((v, depth + 1) for v in node)
+
+
+def path_kind(path: str | Path) -> str:
+    """'file', 'dir', 'other' or 'missing'; a name the system refuses (too long, a NUL byte) is 'missing'."""
+    try:
+        p = Path(path)
+        return "file" if p.is_file() else "dir" if p.is_dir() else "other" if p.exists() else "missing"
+    except (OSError, ValueError):
+        return "missing"
+
+
+def read_yaml(path: str | Path) -> Any:
+    """Read a YAML file with the safe loader; every failure is a UserInputError naming the file."""
+    p = Path(path)
+    kind = path_kind(p)
+    if kind != "file":
+        raise UserInputError(f"{clip(path)}: no such file" if kind == "missing" else f"{clip(path)}: not a file")
+    try:
+        if p.stat().st_size > MAX_YAML_BYTES:
+            raise UserInputError(f"{clip(path)}: larger than {MAX_YAML_BYTES // 2**20} MiB, too large for a config")
+        text = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise UserInputError(f"{clip(path)}: not UTF-8 text") from None
+    except OSError as e:
+        raise UserInputError(f"{clip(path)}: cannot be read ({e.strerror})") from None
+    try:
+        data = load_yaml(text)
+    except yaml.YAMLError as e:
+        raise UserInputError(f"{clip(path)}: malformed YAML{_yaml_problem(e)}") from None
+    except RecursionError:
+        raise UserInputError(f"{clip(path)}: YAML nested too deeply") from None
+    check_shape(data, clip(path))
+    return data
+
+
+# --------------------------------------------------------------------------- overrides
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """Parse ``key.sub=value``; the value is read as YAML (so 1e-3, true, [0.5, 0.5] work)."""
+    if "=" not in text:
+        raise UserInputError(f"override {short(text)}: expected key.sub=value")
+    key, _, raw = text.partition("=")
+    parts = key.strip().split(".")
+    if not all(parts):
+        raise UserInputError(f"override {short(text)}: empty key name (expected key.sub=value)")
+    try:
+        value = load_yaml(raw) if raw.strip() else None
+    except yaml.YAMLError as e:
+        raise UserInputError(f"override {short(text)}: value is not valid YAML{_yaml_problem(e)}") from None
+    except RecursionError:
+        raise UserInputError(f"override {short(text)}: value nested too deeply") from None
+    check_shape(value, f"override {short(text)}")
+    return parts, value
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> dict:
+    """Set each ``key.sub=value`` in the nested mapping ``data`` (in place; returned)."""
+    for text in overrides:
+        parts, value = parse_override(text)
+        node = data
+        for part in parts[:-1]:
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise UserInputError(f"override {short(text)}: {short(part)} is not a section")
+            node = child
+        node[parts[-1]] = value
+        if parts[-1] in ("path", "kind"):  # another file: the digest recorded for the old one no longer applies
+            node.pop("file_sha256", None)
+    return data
