@@ -272,9 +272,9 @@ def read_summary(run_dir: str | Path) -> dict:
     try:
         summary = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
-        raise UserInputError(f"{path}: not a valid summary (cannot be read as JSON: {e})") from None
+        raise UserInputError(f"{path}: corrupt, not JSON ({' '.join(str(e).split())[:80]})") from None
     if not isinstance(summary, dict):
-        raise UserInputError(f"{path}: not a valid summary (expected a JSON object)")
+        raise UserInputError(f"{path}: corrupt, not a JSON object (got {type(summary).__name__})")
     return summary
 
 
@@ -284,4 +284,4 @@ def read_metrics_table(run_dir: str | Path) -> pa.Table:
     try:
         return pq.read_table(path)
     except (pa.ArrowException, ValueError) as e:
-        raise UserInputError(f"{path}: cannot be read as a parquet table ({type(e).__name__})") from None
+        raise UserInputError(f"{path}: corrupt, not a Parquet file ({' '.join(str(e).split())[:80]})") from None

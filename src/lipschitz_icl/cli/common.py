@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import signal
@@ -15,7 +14,6 @@ from typing import Any
 
 import click
 import pyarrow as pa
-import pyarrow.parquet as pq
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -31,7 +29,6 @@ from typer.core import TyperGroup
 
 from ..config_io import clip, path_kind
 from ..errors import TaskEvaluationError, UserInputError
-from ..store import METRICS_FILE, SUMMARY_FILE
 
 out = Console()  # tables and results
 err = Console(stderr=True)  # progress and messages
@@ -126,22 +123,6 @@ def check_run_dir(run_dir: Path) -> None:
     if kind != "dir":
         raise UserInputError(f"{clip(run_dir)}: " + ("no such run directory" if kind == "missing" else
                                                     "not a run directory (not a folder)"))
-
-
-def check_run_files(run_dir: Path) -> None:
-    """Refuse, naming the file, a run directory whose summary.json or metrics.parquet is corrupt."""
-    summary, metrics = run_dir / SUMMARY_FILE, run_dir / METRICS_FILE
-    try:
-        data = json.loads(summary.read_bytes())
-    except (ValueError, UnicodeDecodeError) as e:
-        raise UserInputError(f"{summary}: corrupt, not JSON ({one_line(str(e))[:80]})") from None
-    if not isinstance(data, dict):
-        raise UserInputError(f"{summary}: corrupt, not a JSON object (got {type(data).__name__})")
-    if metrics.exists():
-        try:
-            pq.read_metadata(metrics)
-        except (pa.ArrowException, OSError) as e:
-            raise UserInputError(f"{metrics}: corrupt, not a Parquet file ({one_line(str(e))[:80]})") from None
 
 
 @contextlib.contextmanager

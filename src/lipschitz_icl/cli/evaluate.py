@@ -10,8 +10,7 @@ from rich.table import Table
 from ..config import MAX_ELEMENTS, MAX_ENV
 from ..errors import UserInputError
 from ..evaluate import default_contexts
-from ..store import SUMMARY_FILE
-from .common import check_out_path, check_run_dir, check_run_files, err, esc, out, progress_bar, user_errors
+from .common import check_out_path, check_run_dir, err, esc, out, progress_bar, user_errors
 
 
 def _parse_contexts(text: str | None) -> list[int] | None:
@@ -80,9 +79,7 @@ def evaluate_command(
     with user_errors():
         check_out_path(out_dir, "--out")
         check_run_dir(run_dir)
-        if (run_dir / SUMMARY_FILE).is_file():
-            check_run_files(run_dir)
-        run = load_run(run_dir)
+        run = load_run(run_dir)  # refuses unfinished, mixed or corrupt runs, naming the file
         ctx = _parse_contexts(contexts)
         _check_size(run, prompts, ctx)
         with progress_bar() as bar:
