@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from lipschitz_icl import baselines as bl
+from lipschitz_icl.bench.measure import peak_memory_mb
 
 T = torch.float64
 
@@ -112,3 +113,41 @@ def test_baselines_are_batched_and_exact_on_duplicates():
         assert out.shape == (2,), name
         if name in ("1-NN", "Nadaraya-Watson", "least squares"):
             assert out.tolist() == pytest.approx([3.0, 2.0], abs=1e-2), name
+
+
+def _pairwise_sq_by_broadcasting(x):
+    """The former formula: a (B, N, N, d) array of differences, squared and summed."""
+    return (x.unsqueeze(2) - x.unsqueeze(1)).square().sum(-1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_pairwise_distances_match_the_broadcast_formula(dtype):
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(7, 20, 64, generator=g, dtype=dtype) * 3.0
+    x[:, 5] = x[:, 11]  # duplicate tokens, as noise-free prompts have
+    x[2, :] = x[2, 0]  # a prompt whose tokens are all equal
+    got, want = bl._pairwise_sq(x), _pairwise_sq_by_broadcasting(x)
+    assert got.shape == (7, 20, 20)
+    tol = 1e-12 if dtype == torch.float64 else 1e-5
+    torch.testing.assert_close(got, want, rtol=tol, atol=0.0)
+    # exact zeros where the old formula had them: the diagonal, duplicates, the constant prompt
+    assert (got == 0).equal(want == 0)
+    assert (got.diagonal(dim1=1, dim2=2) == 0).all() and (got[:, 5, 11] == 0).all() and (got[2] == 0).all()
+
+
+def test_gp_inverse_matches_a_solve_against_the_identity():
+    g = torch.Generator().manual_seed(4)
+    a = torch.randn(5, 9, 9, generator=g, dtype=T)
+    spd = a @ a.mT + 0.1 * torch.eye(9, dtype=T)
+    eye = torch.eye(9, dtype=T).expand(5, 9, 9)
+    want = torch.cholesky_solve(eye, torch.linalg.cholesky(spd))
+    torch.testing.assert_close(bl._spd_inverse(spd), want, rtol=1e-9, atol=1e-9)
+
+
+def test_pairwise_distances_hold_no_per_coordinate_array():
+    # B = 256 prompts of N = 50 tokens in d = 64: a (B, N, N, d) float64 array would be 328 MB
+    x = torch.randn(256, 50, 64, generator=torch.Generator().manual_seed(5), dtype=T)
+    added = peak_memory_mb(lambda: bl._pairwise_sq(x))
+    if added is None:
+        pytest.skip("peak memory is only measurable on Linux")
+    assert added < 100, added
