@@ -1,5 +1,12 @@
 """``lipschitz-icl evaluate``: the baseline table on a tiny trained run, its files, and bad input."""
 
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
@@ -10,6 +17,7 @@ from lipschitz_icl.cli import app
 from lipschitz_icl.evaluate import COLUMNS, default_contexts, evaluate_run
 
 runner = CliRunner()
+SRC = Path(__file__).resolve().parents[1] / "src"
 
 
 @pytest.fixture(scope="module")
@@ -62,3 +70,29 @@ def test_evaluate_bad_input_is_one_line(trained, args, needle):
 def test_evaluate_needs_a_run_with_params(tmp_path):
     result = runner.invoke(app, ["evaluate", str(tmp_path)])
     assert result.exit_code == 2 and "not a run directory" in result.output
+
+
+@pytest.mark.parametrize("args,needle,allowed", [
+    (["--prompts", "1000000000"], "--prompts 1000000000", "at most"),  # once tried to allocate 408 GB
+    (["--contexts", "1,100000"], "--contexts 100000", "at most 8192 context examples"),
+])
+def test_evaluate_refuses_sizes_that_do_not_fit_before_allocating(trained, args, needle, allowed):
+    before = sorted(p.name for p in trained.iterdir())
+    result = runner.invoke(app, ["evaluate", str(trained), *args, "--out", str(trained / "big")])
+    assert result.exit_code == 2, result.output
+    assert needle in result.output and allowed in result.output
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+    assert sorted(p.name for p in trained.iterdir()) == before  # nothing written
+
+
+@pytest.mark.parametrize("content", [b"not a torch file at all", pickle.dumps({"Q": [1.0, 2.0]}, protocol=4)])
+def test_corrupt_or_plain_pickle_params_give_one_line(trained, tmp_path, content):
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    (run / "params.pt").write_bytes(content)
+    env = {**os.environ, "PYTHONPATH": str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run([sys.executable, "-m", "lipschitz_icl", "evaluate", str(run), "--prompts", "8"],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert proc.returncode == 2
+    lines = (proc.stdout + proc.stderr).strip().splitlines()
+    assert len(lines) == 1 and "params.pt" in lines[0], lines  # no torch warning before the error

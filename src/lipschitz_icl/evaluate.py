@@ -11,6 +11,7 @@ its standard error over prompts.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,18 +22,20 @@ from torch import nn
 
 from .api import Run, load_run
 from .baselines import BASELINES, gp_regression
+from .config import MAX_ELEMENTS, MAX_ENV
 from .engines import draw_prompts, make_generator
 from .errors import UserInputError
 from .features import make_features
 from .models import make_model
 from .problem import dtype_of
 from .store import atomic_write_bytes, atomic_write_parquet, read_params
-from .tasks import make_task, task_names
+from .tasks import TaskClass, make_task, task_names
 
 EVALUATION_PARQUET, EVALUATION_CSV = "evaluation.parquet", "evaluation.csv"
 COLUMNS = ["n_context", "method", "class", "error", "se"]
 MODEL = "model"
-CHUNK_ELEMENTS = 2**22  # prompts are processed in chunks of about this many P * N^2 entries
+CHUNK_ELEMENTS = 2**22  # prompts are processed in chunks of about this many P * n * (n + d) entries
+KERNEL_COPIES = 8  # n x n matrices of one prompt alive at once (distances, weights, kernel, factor, inverse)
 
 ProgressFn = Callable[[int, int], None]  # (done, total) evaluation cells
 
@@ -43,7 +46,9 @@ def load_model(run: Run) -> nn.Module:
         raise UserInputError("the run has no directory to read params.pt from (run it with write=True)")
     cfg = run.config
     model = make_model(cfg.model, cfg.features.d, make_generator(cfg.seed, "init"), dtype_of(cfg), "cpu")
-    state = read_params(run.dir)
+    with warnings.catch_warnings():  # torch warns about a file's pickle protocol before refusing it
+        warnings.simplefilter("ignore")
+        state = read_params(run.dir)
     try:
         model.load_state_dict(state)
     except RuntimeError as e:
@@ -66,6 +71,7 @@ def default_classes(run: Run) -> list[str]:
 
 
 def _check(contexts: list[int], classes: list[str], prompts: int) -> None:
+    """Refuse bad options before anything is drawn: the sizes, and the class names."""
     if prompts < 2:
         raise UserInputError(f"--prompts must be at least 2 (got {prompts})")
     bad = [n for n in contexts if n < 1]
@@ -75,6 +81,24 @@ def _check(contexts: list[int], classes: list[str], prompts: int) -> None:
     for c in classes:
         if c not in known:
             raise UserInputError(f"--class {c!r} is not registered (known: {', '.join(known)})")
+
+
+def _check_sizes(prompts: int, n_max: int, tasks: dict[str, TaskClass], d: int) -> None:
+    """Refuse, before anything is allocated, an evaluation whose working set would exceed
+    MAX_ELEMENTS: the n x n matrices of one prompt, and the drawn prompts of each class."""
+    if KERNEL_COPIES * n_max * n_max > MAX_ELEMENTS:
+        allowed = math.isqrt(MAX_ELEMENTS // KERNEL_COPIES)
+        raise UserInputError(f"--contexts {n_max}: at most {allowed} context examples (one prompt's n x n "
+                             f"kernel matrices would need about {KERNEL_COPIES * n_max * n_max:.3g} elements "
+                             f"in memory, at most {MAX_ELEMENTS:.3g}; {MAX_ENV} raises the limit)")
+    points = n_max + 1  # context tokens and the query
+    for name, task in tasks.items():
+        per_prompt = 4 * max(points * d, task.elements(1, points))
+        if prompts * per_prompt > MAX_ELEMENTS:
+            raise UserInputError(f"--prompts {prompts}: at most {MAX_ELEMENTS // per_prompt} with contexts up "
+                                 f"to {n_max} and d = {d} (the {name} prompts would need about "
+                                 f"{prompts * per_prompt:.3g} elements in memory, at most {MAX_ELEMENTS:.3g}; "
+                                 f"{MAX_ENV} raises the limit)")
 
 
 def _predict(method: str, fn, model, x_ctx, y_ctx, x_q, noise: float) -> torch.Tensor:
@@ -100,6 +124,9 @@ def evaluate_run(
     contexts = sorted(set(contexts or default_contexts(cfg.prompt.N)))
     classes = list(dict.fromkeys(classes or default_classes(run)))
     _check(contexts, classes, prompts)
+    tasks = {name: make_task(name, cfg.task.L, cfg.features.d, cfg.task.params if name == cfg.task.kind else {})
+             for name in classes}
+    _check_sizes(prompts, max(contexts), tasks, cfg.features.d)
     model = load_model(run)
     fs = make_features(cfg.features, make_generator(cfg.seed, "features"))
     tau = cfg.task.label_noise
@@ -107,13 +134,11 @@ def evaluate_run(
     methods = {MODEL: None, **BASELINES}
     n_max = max(contexts)
     rows, done, total = [], 0, len(classes) * len(contexts)
-    for name in classes:
-        params = cfg.task.params if name == cfg.task.kind else {}
-        task = make_task(name, cfg.task.L, cfg.features.d, params)
+    for name, task in tasks.items():
         batch = draw_prompts(fs, task, n_max, prompts, tau, make_generator(cfg.seed, f"evaluate:{name}"))
         target = batch.target
         for n in contexts:
-            chunk = max(1, CHUNK_ELEMENTS // (n * n))
+            chunk = max(1, CHUNK_ELEMENTS // (n * (n + cfg.features.d)))  # (chunk, n, n) and (chunk, n, d)
             errs: dict[str, list[torch.Tensor]] = {m: [] for m in methods}
             for s in range(0, prompts, chunk):
                 rows_ = slice(s, s + chunk)
