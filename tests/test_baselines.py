@@ -126,7 +126,7 @@ def test_pairwise_distances_match_the_broadcast_formula(dtype):
     x = torch.randn(7, 20, 64, generator=g, dtype=dtype) * 3.0
     x[:, 5] = x[:, 11]  # duplicate tokens, as noise-free prompts have
     x[2, :] = x[2, 0]  # a prompt whose tokens are all equal
-    got, want = bl._pairwise_sq(x), _pairwise_sq_by_broadcasting(x)
+    got, want = bl.pairwise_sq_dists(x), _pairwise_sq_by_broadcasting(x)
     assert got.shape == (7, 20, 20)
     tol = 1e-12 if dtype == torch.float64 else 1e-5
     torch.testing.assert_close(got, want, rtol=tol, atol=0.0)
@@ -147,7 +147,16 @@ def test_gp_inverse_matches_a_solve_against_the_identity():
 def test_pairwise_distances_hold_no_per_coordinate_array():
     # B = 256 prompts of N = 50 tokens in d = 64: a (B, N, N, d) float64 array would be 328 MB
     x = torch.randn(256, 50, 64, generator=torch.Generator().manual_seed(5), dtype=T)
-    added = peak_memory_mb(lambda: bl._pairwise_sq(x))
+    added = peak_memory_mb(lambda: bl.pairwise_sq_dists(x))
     if added is None:
         pytest.skip("peak memory is only measurable on Linux")
     assert added < 100, added
+
+
+def test_least_squares_is_the_pseudo_inverse_solution_on_rank_deficient_prompts():
+    g = torch.Generator().manual_seed(6)
+    V = torch.randn(4, 16, generator=g, dtype=T)  # 4 features in d = 16: X has rank 4 < N < d
+    x = V[torch.randint(4, (30, 13), generator=g)]
+    y = torch.randn(30, 12, generator=g, dtype=T)
+    want = (x[:, -1].unsqueeze(1) @ (torch.linalg.pinv(x[:, :12]) @ y.unsqueeze(-1))).reshape(-1)
+    torch.testing.assert_close(bl.least_squares(x[:, :12], y, x[:, -1]), want, rtol=1e-10, atol=1e-12)

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from .api import Run, load_run
-from .baselines import BASELINES, gp_regression
+from .baselines import BASELINES, USES_DISTANCES, gp_regression, pairwise_sq_dists
 from .config import MAX_ELEMENTS, MAX_ENV
 from .engines import draw_prompts, make_generator
 from .errors import UserInputError
@@ -101,13 +101,24 @@ def _check_sizes(prompts: int, n_max: int, tasks: dict[str, TaskClass], d: int) 
                                  f"{MAX_ENV} raises the limit)")
 
 
-def _predict(method: str, fn, model, x_ctx, y_ctx, x_q, noise: float) -> torch.Tensor:
+def context_distances(x_ctx: torch.Tensor) -> torch.Tensor | None:
+    """||x_i - x_j||^2 of a chunk's contexts, computed once for every baseline that uses them."""
+    return pairwise_sq_dists(x_ctx)
+
+
+def _predict(method: str, fn, model, x_ctx, y_ctx, x_q, noise: float, sq_ctx: torch.Tensor | None) -> torch.Tensor:
     if method == MODEL:
         dt = next(model.parameters()).dtype
         return model(x_ctx.to(dt), y_ctx.to(dt), x_q.to(dt))[0].to(x_ctx.dtype)
+    kwargs = {"sq_ctx": sq_ctx} if method in USES_DISTANCES else {}
     if fn is gp_regression:
-        return fn(x_ctx, y_ctx, x_q, noise=noise)
-    return fn(x_ctx, y_ctx, x_q)
+        kwargs["noise"] = noise
+    return fn(x_ctx, y_ctx, x_q, **kwargs)
+
+
+def chunk_prompts(n: int, d: int) -> int:
+    """Prompts per chunk at n context examples in d dimensions: (chunk, n, n) and (chunk, n, d) arrays."""
+    return max(1, CHUNK_ELEMENTS // (n * (n + d)))
 
 
 @torch.no_grad()
@@ -138,14 +149,15 @@ def evaluate_run(
         batch = draw_prompts(fs, task, n_max, prompts, tau, make_generator(cfg.seed, f"evaluate:{name}"))
         target = batch.target
         for n in contexts:
-            chunk = max(1, CHUNK_ELEMENTS // (n * (n + cfg.features.d)))  # (chunk, n, n) and (chunk, n, d)
+            chunk = chunk_prompts(n, cfg.features.d)
             errs: dict[str, list[torch.Tensor]] = {m: [] for m in methods}
             for s in range(0, prompts, chunk):
                 rows_ = slice(s, s + chunk)
                 x_ctx, y_ctx = batch.x[rows_, :n], batch.y[rows_, :n]
                 x_q = batch.x[rows_, -1]
+                sq_ctx = context_distances(x_ctx)
                 for method, fn in methods.items():
-                    y_hat = _predict(method, fn, model, x_ctx, y_ctx, x_q, gp_noise)
+                    y_hat = _predict(method, fn, model, x_ctx, y_ctx, x_q, gp_noise, sq_ctx)
                     errs[method].append(0.5 * (y_hat - target[rows_]).square())
             for method, parts in errs.items():
                 e = torch.cat(parts).double()
