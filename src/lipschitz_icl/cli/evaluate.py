@@ -7,7 +7,10 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from ..api import load_run
 from ..errors import UserInputError
+from ..evaluate import evaluate_run, write_evaluation
+from ..plots.evaluate import evaluation_figure
 from .common import err, out, progress_bar, user_errors
 
 
@@ -60,9 +63,6 @@ def evaluate_command(
     """Error against the number of context examples on unseen functions: the trained model beside
     1-NN, 3-NN, Nadaraya-Watson, least squares, GP regression and the context mean, on the very
     same prompts. Writes evaluation.parquet, evaluation.csv and evaluation.png."""
-    from ..api import load_run
-    from ..evaluate import evaluate_run, write_evaluation
-
     with user_errors():
         run = load_run(run_dir)
         ctx = _parse_contexts(contexts)
@@ -77,8 +77,6 @@ def evaluate_command(
         target = out_dir or run_dir
         try:
             paths = write_evaluation(table, target)
-            from ..plots.evaluate import evaluation_figure
-
             paths.append(evaluation_figure(table, Path(target) / "evaluation.png", title=run.config.model.kind))
         except OSError as e:
             raise UserInputError(f"cannot write the evaluation into {target}: {e.strerror or e}") from None
