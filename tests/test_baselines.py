@@ -160,3 +160,20 @@ def test_least_squares_is_the_pseudo_inverse_solution_on_rank_deficient_prompts(
     y = torch.randn(30, 12, generator=g, dtype=T)
     want = (x[:, -1].unsqueeze(1) @ (torch.linalg.pinv(x[:, :12]) @ y.unsqueeze(-1))).reshape(-1)
     torch.testing.assert_close(bl.least_squares(x[:, :12], y, x[:, -1]), want, rtol=1e-10, atol=1e-12)
+
+
+def test_kernel_posterior_mean_by_hand_including_repeated_features():
+    sigma = _t([[2.0, 1.0], [1.0, 2.0]])
+    q = torch.tensor([1])
+    # one example of feature 0 with label 3, query feature 1: k K^{-1} y = 1 * 3 / 2
+    one = bl.kernel_posterior_mean(sigma, torch.tensor([[0]]), _t([[3.0]]), q, noise=0.0)
+    assert one.item() == pytest.approx(1.5, rel=1e-12)
+    # the same example twice: K is singular, the minimum-norm solution gives the same answer
+    two = bl.kernel_posterior_mean(sigma, torch.tensor([[0, 0]]), _t([[3.0, 3.0]]), q, noise=0.0)
+    assert two.item() == pytest.approx(1.5, rel=1e-10)
+    # with label noise tau^2 = 1: k (K + I)^{-1} y = 1 * 3 / 3
+    noisy = bl.kernel_posterior_mean(sigma, torch.tensor([[0]]), _t([[3.0]]), q, noise=1.0)
+    assert noisy.item() == pytest.approx(1.0, rel=1e-12)
+    # the query's own feature in the context, no noise: its label exactly
+    own = bl.kernel_posterior_mean(sigma, torch.tensor([[0, 1]]), _t([[3.0, -2.0]]), q, noise=0.0)
+    assert own.item() == pytest.approx(-2.0, abs=1e-12)

@@ -30,11 +30,11 @@ def trained(tmp_path_factory):
 def test_evaluate_cli_prints_the_baseline_table(trained):
     result = runner.invoke(app, ["evaluate", str(trained), "--prompts", "64", "--contexts", "1,4,12"])
     assert result.exit_code == 0, result.output
-    for name in ("model", "1-NN", "3-NN", "NW", "LS", "GP", "mean", "linear", "relu_net", "held out"):
+    for name in ("model", "1-NN", "3-NN", "NW", "LS", "GP", "mean", "Bayes", "linear", "relu_net", "held out"):
         assert name in result.stdout, name
     table = pd.read_parquet(trained / "evaluation.parquet")
     assert list(table.columns) == COLUMNS
-    assert len(table) == 3 * (1 + len(BASELINES)) * 2  # contexts x methods x classes
+    assert len(table) == 3 * (2 + len(BASELINES)) * 2  # contexts x methods (model, baselines, Bayes) x classes
     pd.testing.assert_frame_equal(pd.read_csv(trained / "evaluation.csv"), table, check_dtype=False)
     assert (trained / "evaluation.png").stat().st_size > 1000
 
@@ -96,3 +96,26 @@ def test_corrupt_or_plain_pickle_params_give_one_line(trained, tmp_path, content
     assert proc.returncode == 2
     lines = (proc.stdout + proc.stderr).strip().splitlines()
     assert len(lines) == 1 and "params.pt" in lines[0], lines  # no torch warning before the error
+
+
+def test_bayes_predictor_and_the_exact_baseline_warning(trained):
+    table = evaluate_run(trained, prompts=64, contexts=[1, 4, 40], classes=["linear"])
+    err = table.set_index(["n_context", "method"])["error"]
+    # orthonormal features, linear class, noise-free: the posterior mean is the label of the query's
+    # feature when the context holds it and 0 otherwise, which is what minimum-norm least squares gives
+    for n in (1, 4, 40):
+        assert err[(n, "Bayes (Sigma)")] == pytest.approx(err[(n, "least squares")], rel=1e-9, abs=1e-12)
+    assert err[(40, "Bayes (Sigma)")] < 1e-20 and err[(40, "1-NN")] == 0.0
+    (warning,) = table.attrs["warnings"]
+    assert "from n = 40" in warning and "1-NN" in warning
+    result = runner.invoke(app, ["evaluate", str(trained), "--prompts", "64", "--contexts", "1,40", "--class",
+                                 "linear", "--out", str(trained / "w")])
+    assert result.exit_code == 0 and "warning:" in result.output and "Bayes" in result.stdout
+
+
+def test_no_exact_baseline_warning_with_label_noise(tmp_path):
+    run = tmp_path / "noisy"
+    li.run(None, ["train.steps=5", "engine.draws=8", "eval.functions=8", "prompt.N=6", "task.label_noise=0.1"], out=run)
+    table = evaluate_run(run, prompts=16, contexts=[40], classes=["linear"])
+    assert table.attrs["warnings"] == []
+    assert (table.error > 0).all()  # label noise: nothing is exact

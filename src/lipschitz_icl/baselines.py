@@ -171,6 +171,23 @@ def gp_regression(
     return (k_q * alpha).sum(-1)
 
 
+def kernel_posterior_mean(
+    sigma: torch.Tensor, ids_ctx: torch.Tensor, y_ctx: torch.Tensor, ids_q: torch.Tensor, noise: float
+) -> torch.Tensor:
+    """k_q^T (K + tau^2 I)^+ y with K_ij = Sigma[z_i, z_j], k_q,i = Sigma[z_q, z_i] (B,): regression on
+    the feature ids z with the task class's own kernel Sigma_nm = E_f[f(v_n) f(v_m)] and the true
+    label-noise variance tau^2 (``noise``). The minimum-norm solution when K is singular (repeated
+    features, tau = 0). It is the best predictor linear in the labels given the ids; it is the
+    posterior mean, so Bayes-optimal, where f's values on the features are jointly elliptical and the
+    labels exact (the linear class, w uniform on a sphere, with tau = 0 and noise-free tokens)."""
+    K = sigma[ids_ctx.unsqueeze(-1), ids_ctx.unsqueeze(-2)]  # (B, n, n)
+    if noise > 0:
+        K = K + noise * torch.eye(K.shape[-1], dtype=K.dtype, device=K.device)
+    k_q = sigma[ids_q.unsqueeze(-1), ids_ctx]  # (B, n)
+    alpha = torch.linalg.lstsq(K, y_ctx.unsqueeze(-1).to(K.dtype), driver="gelsd").solution.squeeze(-1)
+    return (k_q * alpha).sum(-1).to(y_ctx.dtype)
+
+
 USES_DISTANCES = frozenset({"Nadaraya-Watson", "GP"})  # baselines that take ``sq_ctx``, shared within a prompt
 
 BASELINES = {

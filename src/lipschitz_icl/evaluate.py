@@ -21,9 +21,10 @@ import torch
 from torch import nn
 
 from .api import Run, load_run
-from .baselines import BASELINES, USES_DISTANCES, gp_regression, pairwise_sq_dists
+from .baselines import BASELINES, USES_DISTANCES, gp_regression, kernel_posterior_mean, pairwise_sq_dists
 from .config import MAX_ELEMENTS, MAX_ENV
 from .engines import draw_prompts, make_generator
+from .engines.sampled import PromptBatch
 from .errors import UserInputError
 from .features import make_features
 from .models import make_model
@@ -34,6 +35,7 @@ from .tasks import TaskClass, make_task, task_names
 EVALUATION_PARQUET, EVALUATION_CSV = "evaluation.parquet", "evaluation.csv"
 COLUMNS = ["n_context", "method", "class", "error", "se"]
 MODEL = "model"
+BAYES = "Bayes (Sigma)"  # kernel regression on the feature ids with the class's own Sigma and tau^2
 CHUNK_ELEMENTS = 2**22  # prompts are processed in chunks of about this many P * n * (n + d) entries
 KERNEL_COPIES = 8  # n x n matrices of one prompt alive at once (distances, weights, kernel, factor, inverse)
 
@@ -121,6 +123,38 @@ def chunk_prompts(n: int, d: int) -> int:
     return max(1, CHUNK_ELEMENTS // (n * (n + d)))
 
 
+def _cell_errors(batch: PromptBatch, n: int, sigma: torch.Tensor, model: nn.Module, tau: float) -> dict:
+    """Per-prompt errors 1/2 (y_hat - f(x_q))^2 of every method at n context examples."""
+    methods = {MODEL: None, **BASELINES}
+    gp_noise = 1e-3 + tau**2  # the GP's noise variance: small, plus the known label noise
+    errs: dict[str, list[torch.Tensor]] = {m: [] for m in [*methods, BAYES]}
+    prompts, target = batch.x.shape[0], batch.target
+    chunk = chunk_prompts(n, batch.x.shape[-1])
+    for s in range(0, prompts, chunk):
+        rows = slice(s, s + chunk)
+        x_ctx, y_ctx, x_q = batch.x[rows, :n], batch.y[rows, :n], batch.x[rows, -1]
+        sq_ctx = context_distances(x_ctx)
+        for method, fn in methods.items():
+            y_hat = _predict(method, fn, model, x_ctx, y_ctx, x_q, gp_noise, sq_ctx)
+            errs[method].append(0.5 * (y_hat - target[rows]).square())
+        y_bayes = kernel_posterior_mean(sigma, batch.ids[rows, :n], y_ctx, batch.ids[rows, -1], tau**2)
+        errs[BAYES].append(0.5 * (y_bayes - target[rows]).square())
+    return {m: torch.cat(parts).double() for m, parts in errs.items()}
+
+
+def exact_baseline_warning(name: str, batch: PromptBatch, contexts: list[int], noise_free: bool) -> str | None:
+    """With noise-free tokens and labels, 1-NN returns f(x_q) itself on every prompt whose context
+    holds the query's feature: a warning naming the first n from which that is every prompt."""
+    if not noise_free:
+        return None
+    for n in contexts:
+        if bool((batch.ids[:, :n] == batch.ids[:, -1:]).any(-1).all()):
+            return (f"{name}: from n = {n} every prompt's context holds its query's feature, and tokens and labels "
+                    "are noise-free, so 1-NN (and the Bayes predictor) are exact there: their zero error says "
+                    "nothing about learning")
+    return None
+
+
 @torch.no_grad()
 def evaluate_run(
     run: Run | str | Path,
@@ -129,7 +163,8 @@ def evaluate_run(
     classes: list[str] | None = None,
     progress: ProgressFn | None = None,
 ) -> pd.DataFrame:
-    """The tidy evaluation table: n_context, method, class, error, se (methods: model + baselines)."""
+    """The tidy evaluation table: n_context, method, class, error, se (methods: model, baselines and
+    the class's kernel predictor ``BAYES``). ``table.attrs["warnings"]``: baselines that are exact."""
     run = run if isinstance(run, Run) else load_run(run)
     cfg = run.config
     contexts = sorted(set(contexts or default_contexts(cfg.prompt.N)))
@@ -141,31 +176,21 @@ def evaluate_run(
     model = load_model(run)
     fs = make_features(cfg.features, make_generator(cfg.seed, "features"))
     tau = cfg.task.label_noise
-    gp_noise = 1e-3 + tau**2  # the GP's noise variance: small, plus the known label noise
-    methods = {MODEL: None, **BASELINES}
-    n_max = max(contexts)
-    rows, done, total = [], 0, len(classes) * len(contexts)
+    noise_free = cfg.features.noise == 0 and tau == 0
+    rows, warns, done, total = [], [], 0, len(classes) * len(contexts)
     for name, task in tasks.items():
-        batch = draw_prompts(fs, task, n_max, prompts, tau, make_generator(cfg.seed, f"evaluate:{name}"))
-        target = batch.target
+        sigma = task.kernel(fs.V, make_generator(cfg.seed, "kernel"), cfg.task.kernel_samples).sigma  # Sigma
+        batch = draw_prompts(fs, task, max(contexts), prompts, tau, make_generator(cfg.seed, f"evaluate:{name}"))
+        warns.append(exact_baseline_warning(name, batch, contexts, noise_free))
         for n in contexts:
-            chunk = chunk_prompts(n, cfg.features.d)
-            errs: dict[str, list[torch.Tensor]] = {m: [] for m in methods}
-            for s in range(0, prompts, chunk):
-                rows_ = slice(s, s + chunk)
-                x_ctx, y_ctx = batch.x[rows_, :n], batch.y[rows_, :n]
-                x_q = batch.x[rows_, -1]
-                sq_ctx = context_distances(x_ctx)
-                for method, fn in methods.items():
-                    y_hat = _predict(method, fn, model, x_ctx, y_ctx, x_q, gp_noise, sq_ctx)
-                    errs[method].append(0.5 * (y_hat - target[rows_]).square())
-            for method, parts in errs.items():
-                e = torch.cat(parts).double()
+            for method, e in _cell_errors(batch, n, sigma, model, tau).items():
                 rows.append((n, method, name, float(e.mean()), float(e.std() / math.sqrt(len(e)))))
             done += 1
             if progress is not None:
                 progress(done, total)
-    return pd.DataFrame(rows, columns=COLUMNS)
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    table.attrs["warnings"] = [w for w in warns if w]
+    return table
 
 
 def write_evaluation(table: pd.DataFrame, out_dir: str | Path) -> list[Path]:

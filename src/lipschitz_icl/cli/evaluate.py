@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ..api import load_run
@@ -26,7 +27,7 @@ def _parse_contexts(text: str | None) -> list[int] | None:
     return values
 
 
-SHORT = {"Nadaraya-Watson": "NW", "least squares": "LS", "context mean": "mean"}
+SHORT = {"Nadaraya-Watson": "NW", "least squares": "LS", "context mean": "mean", "Bayes (Sigma)": "Bayes"}
 
 
 def evaluation_tables(table, trained: str) -> list[Table]:
@@ -38,7 +39,8 @@ def evaluation_tables(table, trained: str) -> list[Table]:
         best = sub.loc[sub.groupby("n_context")["error"].idxmin()].set_index("n_context")["method"]
         kind = "the run's class" if cls == trained else "held out"
         t = Table(title=f"{cls} ({kind}): error 1/2 E[(y_hat - f(x_q))^2] on unseen functions",
-                  caption="bold: lowest; NW Nadaraya-Watson, LS least squares; standard errors in evaluation.csv")
+                  caption="bold: lowest; NW Nadaraya-Watson, LS least squares, Bayes: kernel regression with the "
+                          "class's Sigma on the feature ids; standard errors in evaluation.csv")
         t.add_column("n", justify="right")
         for m in methods:
             t.add_column(SHORT.get(m, m), justify="right")
@@ -82,4 +84,6 @@ def evaluate_command(
             raise UserInputError(f"cannot write the evaluation into {target}: {e.strerror or e}") from None
     for t in evaluation_tables(table, run.config.task.kind):
         out.print(t)
+    for warning in table.attrs.get("warnings", []):
+        err.print(f"[yellow]warning:[/] {escape(warning)}")
     err.print("wrote " + ", ".join(str(p) for p in paths))
