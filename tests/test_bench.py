@@ -135,3 +135,10 @@ def test_bench_prints_markdown_at_full_width_when_stdout_is_not_a_terminal():
     assert row.startswith("| ") and row.count("|") == 8 and "yes" in row
     rich = runner.invoke(app, ["bench", "--tiny", "--only", "batched", "--rich"])
     assert "| target |" not in rich.stdout and "targets" in rich.stdout
+
+
+def test_bench_json_path_that_is_a_directory_is_one_line(tmp_path):
+    result = runner.invoke(app, ["bench", "--tiny", "--only", "batched", "--json", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "--json" in result.output and "is a directory" in result.output
+    assert len(result.output.strip().splitlines()) == 1
