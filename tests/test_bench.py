@@ -37,6 +37,8 @@ def test_bench_tiny_writes_every_section_and_target(tmp_path):
     assert sections["memory"]["rows"][0]["peak RSS MB"] > 10  # a real child process was measured
     evaluate = {r["formulas"]: r for r in sections["evaluate"]["rows"]}
     assert set(evaluate) == {"previous", "now"} and evaluate["now"]["peak RSS MB"] > 10
+    same = next(t for t in report["targets"] if t["name"].startswith("(g) largest relative difference"))
+    assert same["met"], same  # the previous formulas, patched back in, give the same errors
     assert "targets" in result.stdout
 
 

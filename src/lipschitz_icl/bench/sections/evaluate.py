@@ -62,8 +62,9 @@ def evaluate_section(size: Size) -> dict:
             "one class (linear), the model, all six baselines and the Bayes (Sigma) predictor (both variants compute "
             "it) at n = N context examples; each variant in a fresh child process (peak RSS: the whole process, "
             "interpreter and torch included, ~400 MB).",
-            "previous: pairwise distances through a (B, N, N, d) array, the GP's inverse by cholesky_solve against "
-            "an identity, chunks of 2^22 / n^2 prompts (bench/previous_evaluate.py).",
+            "previous: the baselines as of commit 961c2b1 (bench/previous_baselines.py: pairwise distances through a "
+            "(B, N, N, d) array, three times per chunk, the GP's inverse by cholesky_solve against an identity, "
+            "least squares by pinv) and chunks of 2^22 / n^2 prompts (bench/previous_evaluate.py).",
             "speedup: the ratio of CPU seconds of evaluate_run (one thread, after a warm-up on 2 prompts), both "
             "measured in this bench run; wall seconds are shown beside them.",
         ],
