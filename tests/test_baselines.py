@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from lipschitz_icl import baselines as bl
+from lipschitz_icl.bench.measure import peak_memory_mb
 
 T = torch.float64
 
@@ -112,3 +113,67 @@ def test_baselines_are_batched_and_exact_on_duplicates():
         assert out.shape == (2,), name
         if name in ("1-NN", "Nadaraya-Watson", "least squares"):
             assert out.tolist() == pytest.approx([3.0, 2.0], abs=1e-2), name
+
+
+def _pairwise_sq_by_broadcasting(x):
+    """The former formula: a (B, N, N, d) array of differences, squared and summed."""
+    return (x.unsqueeze(2) - x.unsqueeze(1)).square().sum(-1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_pairwise_distances_match_the_broadcast_formula(dtype):
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(7, 20, 64, generator=g, dtype=dtype) * 3.0
+    x[:, 5] = x[:, 11]  # duplicate tokens, as noise-free prompts have
+    x[2, :] = x[2, 0]  # a prompt whose tokens are all equal
+    got, want = bl.pairwise_sq_dists(x), _pairwise_sq_by_broadcasting(x)
+    assert got.shape == (7, 20, 20)
+    tol = 1e-12 if dtype == torch.float64 else 1e-5
+    torch.testing.assert_close(got, want, rtol=tol, atol=0.0)
+    # exact zeros where the old formula had them: the diagonal, duplicates, the constant prompt
+    assert (got == 0).equal(want == 0)
+    assert (got.diagonal(dim1=1, dim2=2) == 0).all() and (got[:, 5, 11] == 0).all() and (got[2] == 0).all()
+
+
+def test_gp_inverse_matches_a_solve_against_the_identity():
+    g = torch.Generator().manual_seed(4)
+    a = torch.randn(5, 9, 9, generator=g, dtype=T)
+    spd = a @ a.mT + 0.1 * torch.eye(9, dtype=T)
+    eye = torch.eye(9, dtype=T).expand(5, 9, 9)
+    want = torch.cholesky_solve(eye, torch.linalg.cholesky(spd))
+    torch.testing.assert_close(bl._spd_inverse(spd), want, rtol=1e-9, atol=1e-9)
+
+
+def test_pairwise_distances_hold_no_per_coordinate_array():
+    # B = 256 prompts of N = 50 tokens in d = 64: a (B, N, N, d) float64 array would be 328 MB
+    x = torch.randn(256, 50, 64, generator=torch.Generator().manual_seed(5), dtype=T)
+    added = peak_memory_mb(lambda: bl.pairwise_sq_dists(x))
+    if added is None:
+        pytest.skip("peak memory is only measurable on Linux")
+    assert added < 100, added
+
+
+def test_least_squares_is_the_pseudo_inverse_solution_on_rank_deficient_prompts():
+    g = torch.Generator().manual_seed(6)
+    V = torch.randn(4, 16, generator=g, dtype=T)  # 4 features in d = 16: X has rank 4 < N < d
+    x = V[torch.randint(4, (30, 13), generator=g)]
+    y = torch.randn(30, 12, generator=g, dtype=T)
+    want = (x[:, -1].unsqueeze(1) @ (torch.linalg.pinv(x[:, :12]) @ y.unsqueeze(-1))).reshape(-1)
+    torch.testing.assert_close(bl.least_squares(x[:, :12], y, x[:, -1]), want, rtol=1e-10, atol=1e-12)
+
+
+def test_kernel_posterior_mean_by_hand_including_repeated_features():
+    sigma = _t([[2.0, 1.0], [1.0, 2.0]])
+    q = torch.tensor([1])
+    # one example of feature 0 with label 3, query feature 1: k K^{-1} y = 1 * 3 / 2
+    one = bl.kernel_posterior_mean(sigma, torch.tensor([[0]]), _t([[3.0]]), q, noise=0.0)
+    assert one.item() == pytest.approx(1.5, rel=1e-12)
+    # the same example twice: K is singular, the minimum-norm solution gives the same answer
+    two = bl.kernel_posterior_mean(sigma, torch.tensor([[0, 0]]), _t([[3.0, 3.0]]), q, noise=0.0)
+    assert two.item() == pytest.approx(1.5, rel=1e-10)
+    # with label noise tau^2 = 1: k (K + I)^{-1} y = 1 * 3 / 3
+    noisy = bl.kernel_posterior_mean(sigma, torch.tensor([[0]]), _t([[3.0]]), q, noise=1.0)
+    assert noisy.item() == pytest.approx(1.0, rel=1e-12)
+    # the query's own feature in the context, no noise: its label exactly
+    own = bl.kernel_posterior_mean(sigma, torch.tensor([[0, 1]]), _t([[3.0, -2.0]]), q, noise=0.0)
+    assert own.item() == pytest.approx(-2.0, abs=1e-12)

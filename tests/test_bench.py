@@ -25,16 +25,20 @@ def test_bench_tiny_writes_every_section_and_target(tmp_path):
     assert {"cpu", "cores", "torch_threads"} <= set(report["machine"])
     assert {"torch", "lipschitz_icl"} <= set(report["versions"])
     sections = report["sections"]
-    assert {"step_time", "scaling", "memory", "batched", "reproduce"} <= set(sections)
+    assert {"step_time", "scaling", "memory", "batched", "evaluate", "reproduce"} <= set(sections)
     assert not any("error" in s for s in sections.values()), {k: s.get("error") for k, s in sections.items()}
     names = " ".join(t["name"] for t in report["targets"])
-    for tag in ("(a)", "(b)", "(c)", "(d)", "(e)"):
+    for tag in ("(a)", "(b)", "(c)", "(d)", "(e)", "(g)"):
         assert tag in names
     batched = sections["batched"]["rows"][0]
     assert batched["identical metrics and summaries"] is True
     exps = {(e["engine"], e["scan"]): e["time exponent"] for e in sections["scaling"]["exponents"]}
     assert exps[("kernel", "d")] is not None and exps[("kernel", "N")] is not None
     assert sections["memory"]["rows"][0]["peak RSS MB"] > 10  # a real child process was measured
+    evaluate = {r["formulas"]: r for r in sections["evaluate"]["rows"]}
+    assert set(evaluate) == {"previous", "now"} and evaluate["now"]["peak RSS MB"] > 10
+    same = next(t for t in report["targets"] if t["name"].startswith("(g) largest relative difference"))
+    assert same["met"], same  # the previous formulas, patched back in, give the same errors
     assert "targets" in result.stdout
 
 
@@ -108,3 +112,35 @@ def test_recorder_table_equals_a_record_by_record_reference():
     pd.testing.assert_frame_equal(got[["step", "metric", "k", "n"]].astype(object),
                                   want[["step", "metric", "k", "n"]].astype(object))
     np.testing.assert_array_equal(got["value"].to_numpy(), want["value"].to_numpy())
+
+
+def test_bench_writes_no_json_unless_asked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["bench", "--tiny", "--only", "batched"])
+    assert result.exit_code == 0, result.output
+    assert list(tmp_path.iterdir()) == []  # no bench.json in the working directory
+    assert "no JSON report written" in result.stdout
+    result = runner.invoke(app, ["bench", "--tiny", "--only", "batched", "--json", str(tmp_path / "r" / "b.json")])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "r" / "b.json").read_text())["sections"]["batched"]["rows"]
+
+
+def test_bench_prints_markdown_at_full_width_when_stdout_is_not_a_terminal():
+    result = runner.invoke(app, ["bench", "--tiny", "--only", "batched"])  # CliRunner: not a terminal
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert "| target | measured | goal | verdict |" in lines
+    header = next(line for line in lines if line.startswith("| runs |"))
+    # every column of the section on one line, none folded into 80 characters
+    assert len(header) > 80 and header.count("|") == 8, header
+    row = lines[lines.index(header) + 2]
+    assert row.startswith("| ") and row.count("|") == 8 and "yes" in row
+    rich = runner.invoke(app, ["bench", "--tiny", "--only", "batched", "--rich"])
+    assert "| target |" not in rich.stdout and "targets" in rich.stdout
+
+
+def test_bench_json_path_that_is_a_directory_is_one_line(tmp_path):
+    result = runner.invoke(app, ["bench", "--tiny", "--only", "batched", "--json", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "--json" in result.output and "is a directory" in result.output
+    assert len(result.output.strip().splitlines()) == 1

@@ -1,5 +1,12 @@
 """``lipschitz-icl evaluate``: the baseline table on a tiny trained run, its files, and bad input."""
 
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
@@ -10,6 +17,7 @@ from lipschitz_icl.cli import app
 from lipschitz_icl.evaluate import COLUMNS, default_contexts, evaluate_run
 
 runner = CliRunner()
+SRC = Path(__file__).resolve().parents[1] / "src"
 
 
 @pytest.fixture(scope="module")
@@ -22,11 +30,11 @@ def trained(tmp_path_factory):
 def test_evaluate_cli_prints_the_baseline_table(trained):
     result = runner.invoke(app, ["evaluate", str(trained), "--prompts", "64", "--contexts", "1,4,12"])
     assert result.exit_code == 0, result.output
-    for name in ("model", "1-NN", "3-NN", "NW", "LS", "GP", "mean", "linear", "relu_net", "held out"):
+    for name in ("model", "1-NN", "3-NN", "NW", "LS", "GP", "mean", "Bayes", "linear", "relu_net", "held out"):
         assert name in result.stdout, name
     table = pd.read_parquet(trained / "evaluation.parquet")
     assert list(table.columns) == COLUMNS
-    assert len(table) == 3 * (1 + len(BASELINES)) * 2  # contexts x methods x classes
+    assert len(table) == 3 * (2 + len(BASELINES)) * 2  # contexts x methods (model, baselines, Bayes) x classes
     pd.testing.assert_frame_equal(pd.read_csv(trained / "evaluation.csv"), table, check_dtype=False)
     assert (trained / "evaluation.png").stat().st_size > 1000
 
@@ -62,3 +70,52 @@ def test_evaluate_bad_input_is_one_line(trained, args, needle):
 def test_evaluate_needs_a_run_with_params(tmp_path):
     result = runner.invoke(app, ["evaluate", str(tmp_path)])
     assert result.exit_code == 2 and "not a run directory" in result.output
+
+
+@pytest.mark.parametrize("args,needle,allowed", [
+    (["--prompts", "1000000000"], "--prompts 1000000000", "at most"),  # once tried to allocate 408 GB
+    (["--contexts", "1,100000"], "--contexts 100000", "at most 8192 context examples"),
+])
+def test_evaluate_refuses_sizes_that_do_not_fit_before_allocating(trained, args, needle, allowed):
+    before = sorted(p.name for p in trained.iterdir())
+    result = runner.invoke(app, ["evaluate", str(trained), *args, "--out", str(trained / "big")])
+    assert result.exit_code == 2, result.output
+    assert needle in result.output and allowed in result.output
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+    assert sorted(p.name for p in trained.iterdir()) == before  # nothing written
+
+
+@pytest.mark.parametrize("content", [b"not a torch file at all", pickle.dumps({"Q": [1.0, 2.0]}, protocol=4)])
+def test_corrupt_or_plain_pickle_params_give_one_line(trained, tmp_path, content):
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    (run / "params.pt").write_bytes(content)
+    env = {**os.environ, "PYTHONPATH": str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run([sys.executable, "-m", "lipschitz_icl", "evaluate", str(run), "--prompts", "8"],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert proc.returncode == 2
+    lines = (proc.stdout + proc.stderr).strip().splitlines()
+    assert len(lines) == 1 and "params.pt" in lines[0], lines  # no torch warning before the error
+
+
+def test_bayes_predictor_and_the_exact_baseline_warning(trained):
+    table = evaluate_run(trained, prompts=64, contexts=[1, 4, 40], classes=["linear"])
+    err = table.set_index(["n_context", "method"])["error"]
+    # orthonormal features, linear class, noise-free: the posterior mean is the label of the query's
+    # feature when the context holds it and 0 otherwise, which is what minimum-norm least squares gives
+    for n in (1, 4, 40):
+        assert err[(n, "Bayes (Sigma)")] == pytest.approx(err[(n, "least squares")], rel=1e-9, abs=1e-12)
+    assert err[(40, "Bayes (Sigma)")] < 1e-20 and err[(40, "1-NN")] == 0.0
+    (warning,) = table.attrs["warnings"]
+    assert "from n = 40" in warning and "1-NN" in warning
+    result = runner.invoke(app, ["evaluate", str(trained), "--prompts", "64", "--contexts", "1,40", "--class",
+                                 "linear", "--out", str(trained / "w")])
+    assert result.exit_code == 0 and "warning:" in result.output and "Bayes" in result.stdout
+
+
+def test_no_exact_baseline_warning_with_label_noise(tmp_path):
+    run = tmp_path / "noisy"
+    li.run(None, ["train.steps=5", "engine.draws=8", "eval.functions=8", "prompt.N=6", "task.label_noise=0.1"], out=run)
+    table = evaluate_run(run, prompts=16, contexts=[40], classes=["linear"])
+    assert table.attrs["warnings"] == []
+    assert (table.error > 0).all()  # label noise: nothing is exact

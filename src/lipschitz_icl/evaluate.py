@@ -11,6 +11,7 @@ its standard error over prompts.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,19 +21,23 @@ import torch
 from torch import nn
 
 from .api import Run, load_run
-from .baselines import BASELINES, gp_regression
+from .baselines import BASELINES, USES_DISTANCES, gp_regression, kernel_posterior_mean, pairwise_sq_dists
+from .config import MAX_ELEMENTS, MAX_ENV
 from .engines import draw_prompts, make_generator
+from .engines.sampled import PromptBatch
 from .errors import UserInputError
 from .features import make_features
 from .models import make_model
 from .problem import dtype_of
 from .store import atomic_write_bytes, atomic_write_parquet, read_params
-from .tasks import make_task, task_names
+from .tasks import TaskClass, make_task, task_names
 
 EVALUATION_PARQUET, EVALUATION_CSV = "evaluation.parquet", "evaluation.csv"
 COLUMNS = ["n_context", "method", "class", "error", "se"]
 MODEL = "model"
-CHUNK_ELEMENTS = 2**22  # prompts are processed in chunks of about this many P * N^2 entries
+BAYES = "Bayes (Sigma)"  # kernel regression on the feature ids with the class's own Sigma and tau^2
+CHUNK_ELEMENTS = 2**22  # prompts are processed in chunks of about this many P * n * (n + d) entries
+KERNEL_COPIES = 8  # n x n matrices of one prompt alive at once (distances, weights, kernel, factor, inverse)
 
 ProgressFn = Callable[[int, int], None]  # (done, total) evaluation cells
 
@@ -43,7 +48,9 @@ def load_model(run: Run) -> nn.Module:
         raise UserInputError("the run has no directory to read params.pt from (run it with write=True)")
     cfg = run.config
     model = make_model(cfg.model, cfg.features.d, make_generator(cfg.seed, "init"), dtype_of(cfg), "cpu")
-    state = read_params(run.dir)
+    with warnings.catch_warnings():  # torch warns about a file's pickle protocol before refusing it
+        warnings.simplefilter("ignore")
+        state = read_params(run.dir)
     try:
         model.load_state_dict(state)
     except RuntimeError as e:
@@ -66,6 +73,7 @@ def default_classes(run: Run) -> list[str]:
 
 
 def _check(contexts: list[int], classes: list[str], prompts: int) -> None:
+    """Refuse bad options before anything is drawn: the sizes, and the class names."""
     if prompts < 2:
         raise UserInputError(f"--prompts must be at least 2 (got {prompts})")
     bad = [n for n in contexts if n < 1]
@@ -77,13 +85,74 @@ def _check(contexts: list[int], classes: list[str], prompts: int) -> None:
             raise UserInputError(f"--class {c!r} is not registered (known: {', '.join(known)})")
 
 
-def _predict(method: str, fn, model, x_ctx, y_ctx, x_q, noise: float) -> torch.Tensor:
+def _check_sizes(prompts: int, n_max: int, tasks: dict[str, TaskClass], d: int) -> None:
+    """Refuse, before anything is allocated, an evaluation whose working set would exceed
+    MAX_ELEMENTS: the n x n matrices of one prompt, and the drawn prompts of each class."""
+    if KERNEL_COPIES * n_max * n_max > MAX_ELEMENTS:
+        allowed = math.isqrt(MAX_ELEMENTS // KERNEL_COPIES)
+        raise UserInputError(f"--contexts {n_max}: at most {allowed} context examples (one prompt's n x n "
+                             f"kernel matrices would need about {KERNEL_COPIES * n_max * n_max:.3g} elements "
+                             f"in memory, at most {MAX_ELEMENTS:.3g}; {MAX_ENV} raises the limit)")
+    points = n_max + 1  # context tokens and the query
+    for name, task in tasks.items():
+        per_prompt = 4 * max(points * d, task.elements(1, points))
+        if prompts * per_prompt > MAX_ELEMENTS:
+            raise UserInputError(f"--prompts {prompts}: at most {MAX_ELEMENTS // per_prompt} with contexts up "
+                                 f"to {n_max} and d = {d} (the {name} prompts would need about "
+                                 f"{prompts * per_prompt:.3g} elements in memory, at most {MAX_ELEMENTS:.3g}; "
+                                 f"{MAX_ENV} raises the limit)")
+
+
+def context_distances(x_ctx: torch.Tensor) -> torch.Tensor | None:
+    """||x_i - x_j||^2 of a chunk's contexts, computed once for every baseline that uses them."""
+    return pairwise_sq_dists(x_ctx)
+
+
+def _predict(method: str, fn, model, x_ctx, y_ctx, x_q, noise: float, sq_ctx: torch.Tensor | None) -> torch.Tensor:
     if method == MODEL:
         dt = next(model.parameters()).dtype
         return model(x_ctx.to(dt), y_ctx.to(dt), x_q.to(dt))[0].to(x_ctx.dtype)
+    kwargs = {"sq_ctx": sq_ctx} if method in USES_DISTANCES else {}
     if fn is gp_regression:
-        return fn(x_ctx, y_ctx, x_q, noise=noise)
-    return fn(x_ctx, y_ctx, x_q)
+        kwargs["noise"] = noise
+    return fn(x_ctx, y_ctx, x_q, **kwargs)
+
+
+def chunk_prompts(n: int, d: int) -> int:
+    """Prompts per chunk at n context examples in d dimensions: (chunk, n, n) and (chunk, n, d) arrays."""
+    return max(1, CHUNK_ELEMENTS // (n * (n + d)))
+
+
+def _cell_errors(batch: PromptBatch, n: int, sigma: torch.Tensor, model: nn.Module, tau: float) -> dict:
+    """Per-prompt errors 1/2 (y_hat - f(x_q))^2 of every method at n context examples."""
+    methods = {MODEL: None, **BASELINES}
+    gp_noise = 1e-3 + tau**2  # the GP's noise variance: small, plus the known label noise
+    errs: dict[str, list[torch.Tensor]] = {m: [] for m in [*methods, BAYES]}
+    prompts, target = batch.x.shape[0], batch.target
+    chunk = chunk_prompts(n, batch.x.shape[-1])
+    for s in range(0, prompts, chunk):
+        rows = slice(s, s + chunk)
+        x_ctx, y_ctx, x_q = batch.x[rows, :n], batch.y[rows, :n], batch.x[rows, -1]
+        sq_ctx = context_distances(x_ctx)
+        for method, fn in methods.items():
+            y_hat = _predict(method, fn, model, x_ctx, y_ctx, x_q, gp_noise, sq_ctx)
+            errs[method].append(0.5 * (y_hat - target[rows]).square())
+        y_bayes = kernel_posterior_mean(sigma, batch.ids[rows, :n], y_ctx, batch.ids[rows, -1], tau**2)
+        errs[BAYES].append(0.5 * (y_bayes - target[rows]).square())
+    return {m: torch.cat(parts).double() for m, parts in errs.items()}
+
+
+def exact_baseline_warning(name: str, batch: PromptBatch, contexts: list[int], noise_free: bool) -> str | None:
+    """With noise-free tokens and labels, 1-NN returns f(x_q) itself on every prompt whose context
+    holds the query's feature: a warning naming the first n from which that is every prompt."""
+    if not noise_free:
+        return None
+    for n in contexts:
+        if bool((batch.ids[:, :n] == batch.ids[:, -1:]).any(-1).all()):
+            return (f"{name}: from n = {n} every prompt's context holds its query's feature, and tokens and labels "
+                    "are noise-free, so 1-NN (and the Bayes predictor) are exact there: their zero error says "
+                    "nothing about learning")
+    return None
 
 
 @torch.no_grad()
@@ -94,41 +163,34 @@ def evaluate_run(
     classes: list[str] | None = None,
     progress: ProgressFn | None = None,
 ) -> pd.DataFrame:
-    """The tidy evaluation table: n_context, method, class, error, se (methods: model + baselines)."""
+    """The tidy evaluation table: n_context, method, class, error, se (methods: model, baselines and
+    the class's kernel predictor ``BAYES``). ``table.attrs["warnings"]``: baselines that are exact."""
     run = run if isinstance(run, Run) else load_run(run)
     cfg = run.config
     contexts = sorted(set(contexts or default_contexts(cfg.prompt.N)))
     classes = list(dict.fromkeys(classes or default_classes(run)))
     _check(contexts, classes, prompts)
+    tasks = {name: make_task(name, cfg.task.L, cfg.features.d, cfg.task.params if name == cfg.task.kind else {})
+             for name in classes}
+    _check_sizes(prompts, max(contexts), tasks, cfg.features.d)
     model = load_model(run)
     fs = make_features(cfg.features, make_generator(cfg.seed, "features"))
     tau = cfg.task.label_noise
-    gp_noise = 1e-3 + tau**2  # the GP's noise variance: small, plus the known label noise
-    methods = {MODEL: None, **BASELINES}
-    n_max = max(contexts)
-    rows, done, total = [], 0, len(classes) * len(contexts)
-    for name in classes:
-        params = cfg.task.params if name == cfg.task.kind else {}
-        task = make_task(name, cfg.task.L, cfg.features.d, params)
-        batch = draw_prompts(fs, task, n_max, prompts, tau, make_generator(cfg.seed, f"evaluate:{name}"))
-        target = batch.target
+    noise_free = cfg.features.noise == 0 and tau == 0
+    rows, warns, done, total = [], [], 0, len(classes) * len(contexts)
+    for name, task in tasks.items():
+        sigma = task.kernel(fs.V, make_generator(cfg.seed, "kernel"), cfg.task.kernel_samples).sigma  # Sigma
+        batch = draw_prompts(fs, task, max(contexts), prompts, tau, make_generator(cfg.seed, f"evaluate:{name}"))
+        warns.append(exact_baseline_warning(name, batch, contexts, noise_free))
         for n in contexts:
-            chunk = max(1, CHUNK_ELEMENTS // (n * n))
-            errs: dict[str, list[torch.Tensor]] = {m: [] for m in methods}
-            for s in range(0, prompts, chunk):
-                rows_ = slice(s, s + chunk)
-                x_ctx, y_ctx = batch.x[rows_, :n], batch.y[rows_, :n]
-                x_q = batch.x[rows_, -1]
-                for method, fn in methods.items():
-                    y_hat = _predict(method, fn, model, x_ctx, y_ctx, x_q, gp_noise)
-                    errs[method].append(0.5 * (y_hat - target[rows_]).square())
-            for method, parts in errs.items():
-                e = torch.cat(parts).double()
+            for method, e in _cell_errors(batch, n, sigma, model, tau).items():
                 rows.append((n, method, name, float(e.mean()), float(e.std() / math.sqrt(len(e)))))
             done += 1
             if progress is not None:
                 progress(done, total)
-    return pd.DataFrame(rows, columns=COLUMNS)
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    table.attrs["warnings"] = [w for w in warns if w]
+    return table
 
 
 def write_evaluation(table: pd.DataFrame, out_dir: str | Path) -> list[Path]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import torch
@@ -13,6 +14,12 @@ from ..config import Config, load_config
 from ..engines.kernel_batch import KernelBatch
 
 REPO_ROOT = Path(__file__).resolve().parents[3]  # the source checkout (src layout), when there is one
+PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # the directory that holds lipschitz_icl/
+
+
+def child_env() -> dict[str, str]:
+    """The environment for a child Python that must import this very copy of the package."""
+    return {**os.environ, "PYTHONPATH": str(PACKAGE_PARENT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
 
 def config(overrides: list[str]) -> Config:

@@ -8,8 +8,8 @@ import importlib.util
 from pathlib import Path
 
 from ..errors import UserInputError
-from . import Size, register
 from .common import REPO_ROOT
+from .registry import Size, register
 
 DEFAULT_EXTRAS = [("sweep", "Sweeps (benchmarks/bench_sweep.py)", REPO_ROOT / "benchmarks" / "bench_sweep.py",
                    "bench_sweep")]

@@ -1,14 +1,36 @@
-"""``lipschitz-icl bench``: run the benchmark suite, print its tables, write bench.json."""
+"""``lipschitz-icl bench``: run the benchmark suite, print its tables, write the JSON report if asked.
+
+On a terminal the tables are rich tables; when stdout is a file or a pipe they are markdown
+tables at full width (no column squeezed into 80 characters), ready to paste into a document.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
 import typer
 from rich.table import Table
 
+from ..bench import Size, registered_sections, run_benchmarks
+from ..bench.extras import register_spec
 from ..errors import UserInputError
+from ..store import atomic_write_json
 from .common import check_out_path, err, esc, out, user_errors
+
+STYLE = {True: "green", False: "red", None: "yellow"}  # a target's colour by whether it was met
+EXPONENT_COLUMNS = ("engine", "scan", "time exponent", "memory exponent")
+
+
+@dataclass
+class Grid:
+    """A table as plain text cells, printable as a rich table or as markdown."""
+
+    title: str
+    columns: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+    styles: list[str | None] = field(default_factory=list)  # the last cell's style, one per row
 
 
 def _fmt(v) -> str:
@@ -21,85 +43,117 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def section_tables(name: str, section: dict) -> list[Table]:
-    tables = []
+def section_grids(name: str, section: dict) -> list[Grid]:
+    """A section's rows (one column per key) and its fitted exponents, if any."""
+    grids = []
     rows = section.get("rows") or []
     if rows:
         cols = list(dict.fromkeys(k for r in rows for k in r))
-        t = Table(title=f"{section.get('title', name)}  [{section.get('wall_s', '?')} s]", title_justify="left")
-        for c in cols:
-            t.add_column(c, overflow="fold")
-        for r in rows:
-            t.add_row(*(_fmt(r.get(c)) for c in cols))
-        tables.append(t)
+        grids.append(Grid(f"{section.get('title', name)}  [{section.get('wall_s', '?')} s]", cols,
+                          [[_fmt(r.get(c)) for c in cols] for r in rows]))
     if section.get("exponents"):
-        t = Table(title="fitted exponents: time (and peak memory) ~ x^exponent", title_justify="left")
-        for c in ("engine", "scan", "time exponent", "memory exponent"):
-            t.add_column(c)
-        for e in section["exponents"]:
-            t.add_row(*(_fmt(e.get(c)) for c in ("engine", "scan", "time exponent", "memory exponent")))
-        tables.append(t)
-    return tables
+        grids.append(Grid("fitted exponents: time (and peak memory) ~ x^exponent", list(EXPONENT_COLUMNS),
+                          [[_fmt(e.get(c)) for c in EXPONENT_COLUMNS] for e in section["exponents"]]))
+    return grids
 
 
-def targets_table(targets: list[dict]) -> Table:
-    t = Table(title="targets", title_justify="left")
-    for c in ("target", "measured", "goal", "verdict"):
-        t.add_column(c, overflow="fold")
+def targets_grid(targets: list[dict]) -> Grid:
+    grid = Grid("targets", ["target", "measured", "goal", "verdict"])
     for tg in targets:
-        style = {True: "green", False: "red"}.get(tg["met"], "yellow")
-        t.add_row(tg["name"], _fmt(tg["measured"]), f"{tg['op']} {tg['threshold']:g}{tg['unit']}",
-                  f"[{style}]{tg['verdict']}[/]" + (f" ({tg['why']})" if tg.get("why") else ""))
-    return t
+        verdict = tg["verdict"] + (f" ({tg['why']})" if tg.get("why") else "")
+        grid.rows.append([tg["name"], _fmt(tg["measured"]), f"{tg['op']} {tg['threshold']:g}{tg['unit']}", verdict])
+        grid.styles.append(STYLE[tg["met"]])
+    return grid
+
+
+def rich_table(grid: Grid) -> Table:
+    table = Table(title=esc(grid.title), title_justify="left")
+    for c in grid.columns:
+        table.add_column(esc(c), overflow="fold")
+    for i, row in enumerate(grid.rows):
+        cells = [esc(c) for c in row]
+        style = grid.styles[i] if i < len(grid.styles) else None
+        if style:
+            cells[-1] = f"[{style}]{cells[-1]}[/]"
+        table.add_row(*cells)
+    return table
+
+
+def markdown_table(grid: Grid) -> str:
+    """A GitHub-flavoured markdown table with its title in bold above it."""
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+
+    body = [line(grid.columns), "|" + "---|" * len(grid.columns), *(line(r) for r in grid.rows)]
+    return "\n".join([f"**{grid.title}**", "", *body, ""])
+
+
+def print_grid(grid: Grid, markdown: bool) -> None:
+    if markdown:
+        out.print(markdown_table(grid), markup=False, highlight=False, emoji=False, soft_wrap=True)
+    else:
+        out.print(rich_table(grid))
+
+
+def print_report(report: dict, json_path: Path | None, markdown: bool) -> None:
+    m = report["machine"]
+    plain = {"markup": False, "highlight": False, "emoji": False, "soft_wrap": True}
+    out.print(f"machine: {m['cpu']}, {m['cores']} cores, torch threads {m['torch_threads']}, "
+              f"load {m['load_avg_1min_at_start']}; torch {report['versions']['torch']}; size {report['size']}",
+              **plain)
+    for name, section in report["sections"].items():
+        for grid in section_grids(name, section):
+            print_grid(grid, markdown)
+        if section.get("error"):
+            out.print(f"{name} failed: {section['error']}", **plain)
+        for note in section.get("notes", []):
+            if note:
+                out.print(f"  {note}", **plain)
+    print_grid(targets_grid(report["targets"]), markdown)
+    written = f"report written to {esc(json_path)}" if json_path else "no JSON report written (--json PATH writes one)"
+    out.print(f"total {report['wall_s']} s; {written}", **plain)
 
 
 def bench_command(
     quick: bool = typer.Option(False, "--quick", help="Smaller sizes: about a minute on 2 cores."),
-    out_path: Path = typer.Option(Path("bench.json"), "--out", "-o", help="Where to write the JSON report."),
+    json_path: Path = typer.Option(None, "--json", "--out", "-o",
+                                   help="Write the JSON report (machine, versions, every row and target) here."),
     only: list[str] = typer.Option(None, "--only", help="Run only this section (repeatable)."),
     threads: int = typer.Option(1, "--threads", help="torch threads for the run (0: torch's default)."),
     extra: list[str] = typer.Option(None, "--extra", help="Add a section FILE:FUNCTION, FUNCTION(quick) -> dict."),
+    markdown: bool = typer.Option(None, "--markdown/--rich", help="Tables as markdown or as rich tables "
+                                  "(default: rich on a terminal, markdown when stdout is a file or a pipe)."),
     tiny: bool = typer.Option(False, "--tiny", hidden=True, help="Tiny sizes (for the test suite)."),
 ) -> None:
     """Benchmark the toolkit: kernel and sampled engines against a plain-PyTorch loop, scaling in
-    K, N, d and B, peak memory, batched runs, and the targets of the performance issue.
+    K, N, d and B, peak memory, batched runs, `evaluate`, and the targets of the performance issues.
 
-    Prints one table per section and a table of targets (met, or missed by how much), and
-    writes everything, with the machine and versions, to bench.json.
+    Prints one table per section and a table of targets (met, or missed by how much); with
+    --json PATH, writes everything, with the machine and versions, to PATH.
     """
-    import torch
-
-    from ..bench import Size, run_benchmarks, sections
-    from ..bench.extras import register_spec
-    from ..store import atomic_write_json
-
     with user_errors():
-        check_out_path(out_path, "--out")
+        check_out_path(json_path, "--json")
         if threads < 0:
             raise UserInputError(f"--threads must be >= 0 (got {threads})")
         for spec in extra or []:
             register_spec(spec)
-        known = sections()
+        known = registered_sections()
         unknown = sorted(set(only or []) - set(known))
         if unknown:
             raise UserInputError(f"--only {unknown[0]!r}: no such section (known: {', '.join(known)})")
+        if json_path is not None and json_path.is_dir():
+            raise UserInputError(f"--json {json_path}: is a directory (expected a file name, e.g. "
+                                 f"{json_path / 'bench.json'})")
         if threads:
             torch.set_num_threads(threads)
         size = Size("tiny" if tiny else "quick" if quick else "full")
-        report = run_benchmarks(size, only=list(only or []) or None, progress=lambda t: err.print(f"[dim]{t} ...[/]"))
-        try:
-            atomic_write_json(out_path, report)
-        except OSError as e:
-            raise UserInputError(f"cannot write {out_path}: {e.strerror or e}") from None
-    m = report["machine"]
-    out.print(f"machine: {m['cpu']}, {m['cores']} cores, torch threads {m['torch_threads']}, "
-              f"load {m['load_avg_1min_at_start']}; torch {report['versions']['torch']}; size {report['size']}")
-    for name, section in report["sections"].items():
-        for table in section_tables(name, section):
-            out.print(table)
-        if section.get("error"):
-            out.print(f"[red]{esc(name)} failed:[/] {esc(section['error'])}")
-        for note in section.get("notes", []):
-            out.print(f"  [dim]{note}[/]")
-    out.print(targets_table(report["targets"]))
-    out.print(f"total {report['wall_s']} s; report written to {esc(out_path)}")
+        report = run_benchmarks(size, only=list(only or []) or None,
+                                progress=lambda t: err.print(f"[dim]{esc(t)} ...[/]"))
+        if json_path is not None:
+            try:
+                json_path.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write_json(json_path, report)
+            except OSError as e:
+                raise UserInputError(f"cannot write {json_path}: {e.strerror or e}") from None
+    print_report(report, json_path, not out.is_terminal if markdown is None else markdown)

@@ -7,9 +7,10 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from ..config import MAX_ELEMENTS, MAX_ENV
+from ..api import load_run
 from ..errors import UserInputError
-from ..evaluate import default_contexts
+from ..evaluate import evaluate_run, write_evaluation
+from ..plots.evaluate import evaluation_figure
 from .common import check_out_path, check_run_dir, err, esc, out, progress_bar, user_errors
 
 
@@ -25,18 +26,7 @@ def _parse_contexts(text: str | None) -> list[int] | None:
     return values
 
 
-def _check_size(run, prompts: int, contexts: list[int] | None) -> None:
-    """Refuse, before anything is drawn, an evaluation whose prompts (prompts x (n+1) tokens of d+1
-    numbers, a few copies) or per-prompt n x n baseline matrices (least squares, GP) exceed MAX_ELEMENTS."""
-    d, n_max = run.config.features.d, max(contexts or default_contexts(run.config.prompt.N))
-    for option, size in (("--contexts", 4 * n_max * n_max), ("--prompts", 4 * prompts * (n_max + 1) * (d + 1))):
-        if size > MAX_ELEMENTS:
-            raise UserInputError(f"{option}: {prompts} prompts with contexts up to {n_max} (d={d}) would need "
-                                 f"about {size:.3g} elements in memory (at most {MAX_ELEMENTS:.3g}; lower "
-                                 f"--prompts or --contexts, or raise {MAX_ENV} on a larger machine)")
-
-
-SHORT = {"Nadaraya-Watson": "NW", "least squares": "LS", "context mean": "mean"}
+SHORT = {"Nadaraya-Watson": "NW", "least squares": "LS", "context mean": "mean", "Bayes (Sigma)": "Bayes"}
 
 
 def evaluation_tables(table, trained: str) -> list[Table]:
@@ -48,7 +38,8 @@ def evaluation_tables(table, trained: str) -> list[Table]:
         best = sub.loc[sub.groupby("n_context")["error"].idxmin()].set_index("n_context")["method"]
         kind = "the run's class" if cls == trained else "held out"
         t = Table(title=f"{esc(cls)} ({kind}): error 1/2 E[(y_hat - f(x_q))^2] on unseen functions",
-                  caption="bold: lowest; NW Nadaraya-Watson, LS least squares; standard errors in evaluation.csv")
+                  caption="bold: lowest; NW Nadaraya-Watson, LS least squares, Bayes: kernel regression with the "
+                          "class's Sigma on the feature ids; standard errors in evaluation.csv")
         t.add_column("n", justify="right")
         for m in methods:
             t.add_column(esc(SHORT.get(m, m)), justify="right")
@@ -73,15 +64,11 @@ def evaluate_command(
     """Error against the number of context examples on unseen functions: the trained model beside
     1-NN, 3-NN, Nadaraya-Watson, least squares, GP regression and the context mean, on the very
     same prompts. Writes evaluation.parquet, evaluation.csv and evaluation.png."""
-    from ..api import load_run
-    from ..evaluate import evaluate_run, write_evaluation
-
     with user_errors():
         check_out_path(out_dir, "--out")
         check_run_dir(run_dir)
         run = load_run(run_dir)  # refuses unfinished, mixed or corrupt runs, naming the file
         ctx = _parse_contexts(contexts)
-        _check_size(run, prompts, ctx)
         with progress_bar() as bar:
             task = bar.add_task("evaluating", total=None, info="")
 
@@ -93,11 +80,11 @@ def evaluate_command(
         target = out_dir or run_dir
         try:
             paths = write_evaluation(table, target)
-            from ..plots.evaluate import evaluation_figure
-
             paths.append(evaluation_figure(table, Path(target) / "evaluation.png", title=run.config.model.kind))
         except OSError as e:
             raise UserInputError(f"cannot write the evaluation into {target}: {e.strerror or e}") from None
     for t in evaluation_tables(table, run.config.task.kind):
         out.print(t)
+    for warning in table.attrs.get("warnings", []):
+        err.print(f"[yellow]warning:[/] {esc(warning)}")
     err.print("wrote " + ", ".join(esc(p) for p in paths), highlight=False, soft_wrap=True)

@@ -11,6 +11,7 @@ from ..store import atomic_write_bytes
 from . import colors, figure, plt
 
 MODEL = "model"
+ORACLE = "Bayes (Sigma)"  # knows the class's kernel and the feature ids: drawn dashed, as a reference
 FLOOR = 1e-6  # relative to the largest error of a panel
 
 
@@ -26,6 +27,8 @@ def evaluation_figure(table: pd.DataFrame, path: str | Path, title: str = "") ->
         for method in [MODEL, *methods]:
             rows = sub[sub.method == method].sort_values("n_context")
             style = {"color": "black", "lw": 2.2, "zorder": 5} if method == MODEL else {"color": cols[method], "lw": 1}
+            if method == ORACLE:
+                style["ls"] = "--"
             err = rows.error.clip(lower=floor)
             ax.errorbar(rows.n_context, err, yerr=rows.se.where(rows.error > floor, 0.0), marker="o", ms=3,
                         capsize=2, label=method, **style)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
-from . import Size, Target, register
+import torch
+
+from ..common import child_env
+from ..registry import Size, Target, register
 
 CHILD = r"""
 import json, resource, sys, time
@@ -28,14 +29,10 @@ print(json.dumps({"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_max
 def measure_child(K: int, B: int, functions: int = 256, threads: int = 1, timeout: float = 600) -> dict:
     """Build a kernel engine with dense Sigma (gaussian features, d = K) in a fresh Python, take one
     step, and report the child's peak RSS (everything: interpreter, torch, setup, the step)."""
-    import torch
-
-    src = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
     threads = threads or torch.get_num_threads()
     proc = subprocess.run(
         [sys.executable, "-c", CHILD, str(K), str(B), str(functions), str(threads)],
-        capture_output=True, text=True, env=env, timeout=timeout, check=False,
+        capture_output=True, text=True, env=child_env(), timeout=timeout, check=False,
     )
     if proc.returncode != 0:
         raise RuntimeError(f"child failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr else proc.returncode}")
@@ -44,8 +41,6 @@ def measure_child(K: int, B: int, functions: int = 256, threads: int = 1, timeou
 
 @register("memory", "(c) peak RSS of a kernel step at K = 256, B = 1024 (child process)", order=3)
 def memory(size: Size) -> dict:
-    import torch
-
     K, B = size.pick((256, 1024), (256, 1024), (32, 64))
     res = measure_child(K, B, threads=torch.get_num_threads())
     row = {"K": K, "B (draws)": B, "features": "gaussian (dense Sigma)", "peak RSS MB": res["peak_rss_mb"],

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..api import prepare
-from . import Size, Target, register
-from .common import config, kernel_step
-from .measure import fit_exponent, peak_memory_mb, time_interleaved
+from ...api import prepare
+from ..common import config, kernel_step
+from ..measure import fit_exponent, peak_memory_mb, time_interleaved
+from ..registry import Size, Target, register
 
 
 def _kernel_step(overrides: list[str]):

@@ -6,17 +6,16 @@ import time
 
 import numpy as np
 
-from ..api import run as run_one
-from ..batch import run_many
-from . import Size, Target, register
-from .common import REPO_ROOT, config
+from ...api import run as run_one
+from ...batch import run_many
+from ...config import load_config
+from ..common import REPO_ROOT, config
+from ..registry import Size, Target, register
 
 
 def sweep_configs(size: Size) -> list:
     """configs/quickstart.yaml over L = logspace(-1, 1, 10) x seeds 0, 1, 2 (the defaults equal the
     quickstart when the file is not at hand)."""
-    from ..config import load_config
-
     path = REPO_ROOT / "configs" / "quickstart.yaml"
     Ls = size.pick(np.logspace(-1, 1, 10), np.logspace(-1, 1, 10), np.logspace(-0.5, 1, 3))
     seeds = size.pick([0, 1, 2], [0, 1, 2], [0, 1])
