@@ -62,5 +62,5 @@ def run_dir(tmp_path_factory):
 ])
 def test_oversized_evaluations_are_refused_before_allocating(run_dir, args, option):
     line = refused(["evaluate", str(run_dir), *args])
-    assert line.startswith(f"error: {option}:") and "elements in memory" in line
+    assert line.startswith(f"error: {option} ") and "elements in memory" in line
     assert not (run_dir / "evaluation.csv").exists()
