@@ -12,7 +12,6 @@ import hashlib
 import importlib
 import json
 import math
-import os
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -36,12 +35,10 @@ from .config_io import short as _short
 from .engines import engine_class
 from .errors import ConfigError
 from .features import read_file_section
+from .limits import MAX_ENV, max_elements
+from .tasks import make_task, task_names
 from .transformer import size_checks
 
-MAX_ENV = "LIPSCHITZ_ICL_MAX_ELEMENTS"
-# a run whose working set would exceed this many tensor elements (2**29: 4 GiB in float64) is refused
-# before anything is allocated; raise it through the environment on a machine with more memory
-MAX_ELEMENTS = int(os.environ.get(MAX_ENV, "0") or 0) or 2**29
 FLOAT32_MAX = 3.4028234663852886e38  # the largest float32: a step size above it cannot be applied
 _PLUGIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -124,9 +121,9 @@ class FeaturesConfig(_Strict):
             raise ConfigError("features.file_sha256", f"only features.kind=file has a file (kind={self.kind})")
         if isinstance(self.probs, list) and len(self.probs) != self.K:
             raise ConfigError("features.probs", f"must list K={self.K} probabilities (got {len(self.probs)})")
-        if 4 * self.K * self.d > MAX_ELEMENTS:
+        if 4 * self.K * self.d > (limit := max_elements()):
             raise ConfigError("features.d", f"the K x d features (K={self.K}, d={self.d}) would need about "
-                              f"{4 * self.K * self.d:.3g} elements in memory (at most {MAX_ELEMENTS:.3g})")
+                              f"{4 * self.K * self.d:.3g} elements in memory (at most {limit:.3g})")
         return self
 
 
@@ -259,8 +256,6 @@ class Config(_Strict):
 
     @model_validator(mode="after")
     def _registered(self) -> Config:
-        from .tasks import task_names
-
         for mod in self.plugins:
             import_plugin(mod)
         names = task_names()
@@ -278,7 +273,7 @@ class Config(_Strict):
         return self
 
     def _check_sizes(self) -> None:
-        """Refuse, before anything is allocated, a run whose working set would exceed MAX_ELEMENTS.
+        """Refuse, before anything is allocated, a run whose working set would exceed limits.max_elements().
 
         Each estimate counts the largest tensors of a stage times the copies that live at once
         (activations, autograd buffers), so the limit bounds the memory a run needs, not one tensor."""
@@ -299,9 +294,9 @@ class Config(_Strict):
         checks.append(("train.log_every", f"the recorded metrics ({rows:.3g} rows: steps={t.steps}, "
                        f"log_every={t.log_every}, K={K})", 5 * rows))
         for field, what, size in checks:
-            if size > MAX_ELEMENTS:
+            if size > (limit := max_elements()):
                 raise ConfigError(field, f"{what} would need about {size:.3g} elements in memory (at most "
-                                  f"{MAX_ELEMENTS:.3g}; choose smaller sizes, or raise {MAX_ENV} on a larger machine)")
+                                  f"{limit:.3g}; choose smaller sizes, or raise {MAX_ENV} on a larger machine)")
 
     @property
     def resample(self) -> bool:
@@ -325,8 +320,6 @@ class Config(_Strict):
 
 def _task(kind: str, L: float, d: int, params: dict) -> Any:
     """The task class instance (checks its params); a plugin class that fails is named."""
-    from .tasks import make_task
-
     try:
         return make_task(kind, L, d, params)
     except ConfigError:

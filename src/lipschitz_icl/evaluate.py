@@ -22,11 +22,11 @@ from torch import nn
 
 from .api import Run, load_run
 from .baselines import BASELINES, USES_DISTANCES, gp_regression, kernel_posterior_mean, pairwise_sq_dists
-from .config import MAX_ELEMENTS, MAX_ENV
 from .engines import draw_prompts, make_generator
 from .engines.sampled import PromptBatch
 from .errors import UserInputError
 from .features import make_features
+from .limits import MAX_ENV, max_elements
 from .models import make_model
 from .problem import dtype_of
 from .store import atomic_write_bytes, atomic_write_parquet, read_params
@@ -87,7 +87,8 @@ def _check(contexts: list[int], classes: list[str], prompts: int) -> None:
 
 def _check_sizes(prompts: int, n_max: int, tasks: dict[str, TaskClass], d: int) -> None:
     """Refuse, before anything is allocated, an evaluation whose working set would exceed
-    MAX_ELEMENTS: the n x n matrices of one prompt, and the drawn prompts of each class."""
+    the element limit: the n x n matrices of one prompt, and the drawn prompts of each class."""
+    MAX_ELEMENTS = max_elements()  # noqa: N806 - the limit, read once
     if KERNEL_COPIES * n_max * n_max > MAX_ELEMENTS:
         allowed = math.isqrt(MAX_ELEMENTS // KERNEL_COPIES)
         raise UserInputError(f"--contexts {n_max}: at most {allowed} context examples (one prompt's n x n "

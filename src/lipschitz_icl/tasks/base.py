@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import torch
 
 from ..errors import ConfigError, TaskEvaluationError
+from ..limits import max_elements
 
 Funcs = dict[str, torch.Tensor]  # parameters of n functions, each with leading axis n
 
@@ -77,7 +78,7 @@ class TaskClass:
 
     def elements(self, n: int, m: int) -> int:
         """An upper bound on the tensor elements ``sample(n)`` and ``evaluate`` on (n, m, d) points
-        hold at once; the config refuses runs whose working set exceeds MAX_ELEMENTS before anything is
+        hold at once; the config refuses runs whose working set exceeds the element limit before anything is
         allocated.
         Override it when a class's parameters are larger than d per function or point."""
         return n * m * self.d + n * self.d
@@ -96,16 +97,14 @@ class TaskClass:
         return check_finite(F, self.label)
 
     def kernel(self, V: torch.Tensor, gen: torch.Generator, samples: int = 4096) -> KernelEstimate:
-        from ..config import MAX_ELEMENTS
-
         exact = self.exact_kernel(V)
         if exact is not None:
             return KernelEstimate(check_finite(exact, self.label), torch.zeros_like(exact), 0)
         K = V.shape[1]
         size = 2 * self.elements(samples, K)
-        if size > MAX_ELEMENTS:
+        if size > (limit := max_elements()):
             raise ConfigError("task.kernel_samples", f"the Monte-Carlo kernel of {self.name!r} would need {size:.3g} "
-                              f"elements (at most {MAX_ELEMENTS:.3g}); lower kernel_samples")
+                              f"elements (at most {limit:.3g}); lower kernel_samples")
         F = self.values_on(self.sample(samples, gen, V.dtype, V.device), V)
         # Sigma_nm = mean_i F_in F_im, with an elementwise standard error; rows of Sigma in chunks so the
         # (M, rows, K) products stay small whatever K
