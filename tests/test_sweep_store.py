@@ -53,7 +53,9 @@ def test_a_grown_spec_keeps_every_run_in_its_directory(tmp_path):
 
 
 def test_near_equal_values_get_their_own_directories(tmp_path):
-    rows = run_sweep(spec(grid={"train.eps": [0.00100716602389, 0.00100744602482]}), tmp_path, workers=1)
+    # with the default config these two values once shared a name: eps0.001007 and 8 equal hex digits
+    near = {"name": "g", "grid": {"train.eps": [0.00100716602389, 0.00100744602482]}}
+    rows = run_sweep(near, tmp_path, workers=1)
     assert rows["config_hash"].is_unique
     assert len(list((tmp_path / "runs").iterdir())) == 2
     assert_every_row_has_its_own_run(tmp_path)
