@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 import lipschitz_icl as li
 from lipschitz_icl.cli import app
 from lipschitz_icl.errors import UserInputError
+from lipschitz_icl.evaluate import evaluate_run
 from lipschitz_icl.store import PARAMS_FILE, SUMMARY_FILE, read_params
 from lipschitz_icl.sweep import Index, load_index, run_sweep
 
@@ -118,6 +119,8 @@ def test_sweep_runs_keep_their_trained_parameters_unless_turned_off(tmp_path):
         saved = read_params(row.run_dir)
         assert saved.keys() == alone.params.keys()
         assert all(torch.equal(saved[k], alone.params[k].cpu()) for k in saved)
+    table = evaluate_run(rows.run_dir[0], prompts=16, contexts=[1, 4], classes=["linear"])  # was refused before
+    assert set(table["n_context"]) == {1, 4} and table["error"].notna().all()
     rows = run_sweep({**spec(grid={"task.L": [1]}), "params": False}, tmp_path / "off", workers=1)
     assert not (Path(rows.run_dir[0]) / PARAMS_FILE).exists()
 
