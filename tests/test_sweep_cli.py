@@ -16,7 +16,7 @@ import yaml
 from typer.testing import CliRunner
 
 from lipschitz_icl.cli import app
-from lipschitz_icl.store import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE
+from lipschitz_icl.store import CONFIG_FILE, METRICS_FILE, PARAMS_FILE, SUMMARY_FILE
 from lipschitz_icl.sweep import load_index, run_sweep
 
 runner = CliRunner()
@@ -140,7 +140,7 @@ def test_sigkill_halfway_then_rerun_matches_an_uninterrupted_sweep(tmp_path):
     assert names == sorted(p.name for p in (tmp_path / "ref" / "runs").iterdir())
     for name in names:
         files = sorted(p.name for p in (killed / "runs" / name).iterdir())
-        assert files == [CONFIG_FILE, METRICS_FILE, SUMMARY_FILE]  # no temporary files left
+        assert files == [CONFIG_FILE, METRICS_FILE, PARAMS_FILE, SUMMARY_FILE]  # no temporary files left
         pd.testing.assert_frame_equal(pd.read_parquet(killed / "runs" / name / METRICS_FILE),
                                       pd.read_parquet(tmp_path / "ref" / "runs" / name / METRICS_FILE))
     assert len(load_index(killed)) == total

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import lipschitz_icl as li
-from lipschitz_icl.store import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE
+from lipschitz_icl.store import CONFIG_FILE, METRICS_FILE, PARAMS_FILE, SUMMARY_FILE
 from lipschitz_icl.sweep import load_index, run_configs, run_sweep
 
 SMALL = {"train": {"steps": 40, "log_every": 10}, "engine": {"draws": 32}, "eval": {"functions": 32}}
@@ -37,7 +37,7 @@ def test_sweep_writes_run_dirs_and_an_index(tmp_path):
         "index.sqlite", "runs", "sweep.yaml"]
     for row in rows.itertuples():
         run_dir = tmp_path / "s" / "runs" / row.name
-        assert sorted(p.name for p in run_dir.iterdir()) == [CONFIG_FILE, METRICS_FILE, SUMMARY_FILE]
+        assert sorted(p.name for p in run_dir.iterdir()) == [CONFIG_FILE, METRICS_FILE, PARAMS_FILE, SUMMARY_FILE]
         run = li.load_run(run_dir)  # the same layout as `lipschitz-icl run`
         assert run.summary["config_hash"] == row.config_hash == run.config.config_hash()
         assert run.summary["final_loss"] == pytest.approx(row.final_loss, rel=1e-12)

@@ -12,13 +12,14 @@ from pathlib import Path
 import click
 import pandas as pd
 import typer
+from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
 from ..errors import UserInputError
 from ..store import atomic_write_bytes, atomic_write_text
 from ..sweep import is_running, load_index, load_sweep, run_sweep
-from .common import err, fail, out, progress_bar, sigterm_as_interrupt, user_errors
+from .common import err, fail, one_line, out, progress_bar, sigterm_as_interrupt, user_errors
 
 
 class _RunByDefault(TyperGroup):
@@ -56,7 +57,8 @@ def run_command(
     scheduler: str = typer.Option(None, "--scheduler", help="Address of a running Dask scheduler (tcp://host:8786)."),
     out_dir: Path = typer.Option(None, "--out", "-o", help="Sweep directory (default: sweeps/<spec name>)."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Rerun runs whose row says failed."),
-    force: bool = typer.Option(False, "--force", help="Rerun every run, finished or not."),
+    force: bool = typer.Option(False, "--force", help="Rerun every run, finished or not (and write into an --out "
+                               "that holds other files)."),
 ) -> None:
     """Run every point of SPEC that has no finished row in the sweep directory's index.
 
@@ -73,7 +75,7 @@ def run_command(
         target = out_dir if out_dir is not None else Path("sweeps") / sweep.name
         start = time.perf_counter()
         with progress_bar(transient=False, eta=True) as bar, sigterm_as_interrupt():
-            task = bar.add_task(f"sweep {sweep.name}", total=None, info="")
+            task = bar.add_task(f"sweep {escape(sweep.name)}", total=None, info="")
             todo = 0
 
             def progress(done: int, failed: int, total: int) -> None:
@@ -85,8 +87,8 @@ def run_command(
             try:
                 rows = run_sweep(sweep, target, workers, scheduler, retry_failed, force, progress)
             except KeyboardInterrupt:
-                err.print(f"[yellow]interrupted:[/] finished runs are kept in {target}; run the same command to resume",
-                          soft_wrap=True)
+                err.print(f"[yellow]interrupted:[/] finished runs are kept in {escape(str(target))}; "
+                          "run the same command to resume", soft_wrap=True, highlight=False)
                 raise typer.Exit(130) from None
             except OSError as e:
                 fail(f"cannot write the sweep: {e}", 1)
@@ -95,15 +97,15 @@ def run_command(
     shown = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     skipped = len(rows) - todo
     out.print(
-        f"sweep {sweep.name}: {len(rows)} runs ({shown}); ran {todo}, skipped {skipped} already done; "
-        f"{elapsed:.1f} s. Results: {target}",
+        f"sweep {escape(sweep.name)}: {len(rows)} runs ({escape(shown)}); ran {todo}, skipped {skipped} already done; "
+        f"{elapsed:.1f} s. Results: {escape(str(target))}",
         highlight=False,
         soft_wrap=True,
     )
     failed_now = int((rows["status"] == "failed").sum())
     if failed_now:
-        err.print(f"[red]{failed_now} runs failed[/]: `lipschitz-icl sweep status {target}` lists their errors; "
-                  "--retry-failed reruns them", soft_wrap=True)
+        err.print(f"[red]{failed_now} runs failed[/]: `lipschitz-icl sweep status {escape(str(target))}` lists "
+                  "their errors; --retry-failed reruns them", soft_wrap=True, highlight=False)
         raise typer.Exit(1)
 
 
@@ -112,18 +114,19 @@ def status_command(sweep_dir: Path = typer.Argument(..., help="A sweep directory
     """Count a sweep's runs by status and list the failed ones with their errors."""
     with user_errors():
         rows = load_index(sweep_dir)
-    table = Table(title=f"sweep {sweep_dir}" + (" (running)" if is_running(sweep_dir) else ""))
+    table = Table(title=f"sweep {escape(str(sweep_dir))}" + (" (running)" if is_running(sweep_dir) else ""))
     table.add_column("status")
     table.add_column("runs", justify="right")
     for status, n in rows["status"].value_counts().sort_index().items():
-        table.add_row(str(status), str(n))
+        table.add_row(escape(str(status)), str(n))
     table.add_row("[bold]total[/]", f"[bold]{len(rows)}[/]")
     out.print(table)
     wall = rows["elapsed_s"].sum(skipna=True)
     out.print(f"compute time of the recorded runs: {wall:.1f} s", highlight=False)
     failed = rows[rows["status"] == "failed"]
     for _, row in failed.head(20).iterrows():
-        out.print(f"[red]failed[/] {row['name']}: {row['error']}", highlight=False, soft_wrap=True)
+        text = one_line(f"{row['name']}: {row['error']}")
+        out.print(f"[red]failed[/] {escape(text)}", highlight=False, soft_wrap=True)
     if len(failed) > 20:
         out.print(f"... and {len(failed) - 20} more failed runs", highlight=False)
 

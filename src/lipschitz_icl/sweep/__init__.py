@@ -8,11 +8,12 @@
 See docs/SWEEPS.md for the spec format, the store layout and the index schema.
 """
 
-from .execute import default_workers, execute_config, is_running, run_configs, run_sweep
+from .execute import default_workers, is_running, run_configs, run_sweep
 from .index import FINISHED, INDEX_FILE, Index, load_index
-from .spec import Point, Sweep, SweepSpec, load_sweep, parse_range
+from .spec import MAX_POINTS, Point, Sweep, SweepSpec, load_sweep, parse_range
+from .worker import execute_config
 
 __all__ = [
-    "FINISHED", "INDEX_FILE", "Index", "Point", "Sweep", "SweepSpec", "default_workers", "execute_config",
+    "FINISHED", "INDEX_FILE", "MAX_POINTS", "Index", "Point", "Sweep", "SweepSpec", "default_workers", "execute_config",
     "is_running", "load_index", "load_sweep", "parse_range", "run_configs", "run_sweep",
 ]

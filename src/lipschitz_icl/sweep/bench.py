@@ -29,7 +29,8 @@ import torch
 
 from ..api import run as run_api
 from ..config import Config, load_config
-from .execute import dask_client, run_configs
+from .dask_backend import close_client, open_local_cluster
+from .execute import run_configs
 from .index import load_index
 
 STEPS = 150  # gradient steps per run: a short run (about 0.1-0.2 s on one core)
@@ -49,8 +50,11 @@ def _timed(fn: Any) -> float:
 
 
 def _start_and_stop(workers: int) -> None:
-    with dask_client(workers, None) as client:
+    client, cluster = open_local_cluster(workers)
+    try:
         client.wait_for_workers(workers)
+    finally:
+        close_client(client, cluster)
 
 
 def bench_sweep(quick: bool = False, workers: int = 2) -> dict[str, Any]:

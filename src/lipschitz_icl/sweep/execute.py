@@ -9,31 +9,29 @@ running it again picks up the runs whose rows are not finished.
 
 from __future__ import annotations
 
-import collections
-import concurrent.futures
 import contextlib
 import itertools
-import logging
-import multiprocessing
+import json
 import os
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
-from ..api import run as run_api
-from ..api import versions
-from ..config import Config, validate_config
+from ..config import Config
 from ..errors import UserInputError
-from ..recorder import SCHEMA, metrics_table
-from ..store import atomic_write_text, parquet_bytes, write_run_files
+from ..recorder import SCHEMA
+from ..store import SUMMARY_FILE, atomic_write_text, write_run_files
 from ..threads import single_threaded_torch
-from .index import FINISHED, RUNS_DIR, Index, load_index
-from .spec import Point, Sweep, load_sweep, run_name
+from .dask_backend import close_client, connect_scheduler, open_local_cluster, run_on_dask
+from .index import FINISHED, INDEX_FILE, RUNS_DIR, Index, load_index
+from .spec import Point, Sweep, load_sweep
+from .worker import execute_config, failed_summary
 
 ProgressFn = Callable[[int, int, int], None]  # (done, failed, total) over the runs this call executes
+OnResult = Callable[[Point, dict[str, Any]], None]
 SPEC_FILE = "sweep.yaml"
 LOCK_FILE = ".lock"
 
@@ -46,167 +44,22 @@ def default_workers() -> int:
         return os.cpu_count() or 1
 
 
-# --------------------------------------------------------------------------- the worker side
-
-
-def execute_config(data: dict[str, Any]) -> dict[str, Any]:
-    """Run one config (a plain mapping, validated here so plugins are imported in the worker).
-
-    Returns ``{"summary": dict, "metrics": parquet bytes, "elapsed_s": float}``; an error
-    anywhere becomes a ``failed`` summary with its text, never an exception."""
-    start = time.perf_counter()
-    try:
-        cfg = validate_config(data)
-        result = run_api(cfg, write=False)
-        summary, metrics = result.summary, parquet_bytes(metrics_table(result.metrics))
-    except Exception as e:  # noqa: BLE001 - recorded in the index, the sweep goes on
-        summary = failed_summary(data, f"{type(e).__name__}: {e}")
-        metrics = parquet_bytes(SCHEMA.empty_table())
-    return {"summary": summary, "metrics": metrics, "elapsed_s": time.perf_counter() - start}
-
-
-def failed_summary(data: dict[str, Any], error: str) -> dict[str, Any]:
-    return {"status": "failed", "error": error, "seed": data.get("seed"), "versions": versions()}
-
-
 # --------------------------------------------------------------------------- backends
 
-OnResult = Callable[[Point, dict[str, Any]], None]
+
+def _failed_result(point: Point, error: str) -> dict[str, Any]:
+    data = point.config.model_dump(mode="json")
+    return {"summary": failed_summary(data, error), "metrics": None, "params": None, "elapsed_s": None}
 
 
-def _run_one_in_process(point: Point, on_result: OnResult) -> None:
-    result = execute_config(point.config.model_dump(mode="json"))
-    on_result(point, result)
-    if result["summary"].get("status") == "interrupted":  # Ctrl-C inside the training loop
-        raise KeyboardInterrupt
-
-
-def _run_in_process(todo: Sequence[Point], on_result: OnResult) -> None:
+def _run_in_process(todo: Iterable[Point], on_result: OnResult, save_params: bool) -> None:
+    """``--workers 1``: every point in this process, one after the other, without Dask."""
     with single_threaded_torch():  # as on the workers: same numbers, and no threads fighting for cores
         for point in todo:
-            _run_one_in_process(point, on_result)
-
-
-def _start_method() -> str:
-    """How the embedded cluster starts its worker processes: forked from a fork server that has
-    imported the worker's code once (torch included), where the platform has one; else spawn."""
-    import dask
-    from distributed.utils import get_mp_context
-
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return "spawn"
-    with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
-        ctx = get_mp_context()  # sets distributed's own preload list (once per process)
-    # no effect if this process's fork server already runs (then it only lacks the warm imports)
-    ctx.set_forkserver_preload(["distributed", "lipschitz_icl.sweep.preload"])
-    return "forkserver"
-
-
-def open_client(workers: int, scheduler: str | None) -> tuple[Any, Any]:
-    """``(client, cluster)``: a ``distributed.Client`` to ``scheduler`` (cluster None), or to a new
-    embedded LocalCluster of ``workers`` single-threaded worker processes. Close with ``close_client``."""
-    import dask
-    from distributed import Client, LocalCluster
-
-    logging.getLogger("distributed").setLevel(logging.WARNING)  # no INFO chatter on the terminal
-    if scheduler is not None:
-        try:
-            return Client(scheduler, timeout="20s"), None
-        except (OSError, TimeoutError, ValueError) as e:
-            raise UserInputError(f"--scheduler {scheduler}: cannot connect ({e})") from None
-    with dask.config.set({"distributed.worker.multiprocessing-method": _start_method()}):
-        cluster = LocalCluster(
-            n_workers=workers,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-            silence_logs=logging.ERROR,
-        )
-    try:
-        client = Client(cluster)
-        from .worker import ignore_sigint
-
-        client.run(ignore_sigint)
-    except BaseException:
-        cluster.close()
-        raise
-    return client, cluster
-
-
-def close_client(client: Any, cluster: Any) -> None:
-    try:
-        client.close()
-    finally:
-        if cluster is not None:
-            cluster.close()
-
-
-@contextlib.contextmanager
-def dask_client(workers: int, scheduler: str | None) -> Iterator[Any]:
-    """``open_client`` as a context manager that yields the client."""
-    client, cluster = open_client(workers, scheduler)
-    try:
-        yield client
-    finally:
-        close_client(client, cluster)
-
-
-
-
-def _run_on_dask(todo: Sequence[Point], on_result: OnResult, workers: int, scheduler: str | None) -> None:
-    """Run ``todo`` on Dask. An embedded cluster takes seconds to start (its fork server imports
-    torch): meanwhile the driver runs points itself, on the core the start-up leaves free."""
-    queue = collections.deque(todo)
-    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="lipschitz-icl-dask-start")
-    starting = pool.submit(open_client, workers, scheduler)
-    pool.shutdown(wait=False)
-    try:
-        if scheduler is None:
-            with single_threaded_torch():
-                while queue and not starting.done():
-                    _run_one_in_process(queue.popleft(), on_result)
-        if not queue:  # all done before the cluster was up: close it once it is
-            starting.add_done_callback(lambda f: f.exception() is None and close_client(*f.result()))
-            return
-        client, cluster = starting.result()
-    except BaseException:
-        starting.add_done_callback(lambda f: f.exception() is None and close_client(*f.result()))
-        raise
-    try:
-        _submit_and_collect(client, queue, on_result, workers)
-    finally:
-        close_client(client, cluster)
-
-
-def _submit_and_collect(client: Any, queue: collections.deque[Point], on_result: OnResult, workers: int) -> None:
-    from distributed import as_completed
-
-    from .worker import run_task
-
-    slots = sum(client.nthreads().values()) or workers
-    window = max(64, 4 * slots)  # tasks in flight: bounds the scheduler's and the driver's memory
-    pending: dict[Any, Point] = {}
-    completed = as_completed()
-
-    def submit(n: int) -> None:
-        for _ in range(min(n, len(queue))):
-            point = queue.popleft()
-            future = client.submit(run_task, point.config.model_dump(mode="json"), pure=False)
-            pending[future] = point
-            completed.add(future)
-
-    submit(window)
-    for future in completed:
-        point = pending.pop(future)
-        try:
-            result = future.result()
-        except Exception as e:  # noqa: BLE001 - a lost worker (KilledWorker), a transfer error
-            data = point.config.model_dump(mode="json")
-            result = {"summary": failed_summary(data, f"{type(e).__name__}: {e}"), "metrics": None,
-                      "elapsed_s": None}
-        future.release()
-        on_result(point, result)
-        submit(1)
+            result = execute_config(point.config.model_dump(mode="json"), save_params)
+            on_result(point, result)
+            if result["summary"].get("status") == "interrupted":  # Ctrl-C inside the training loop
+                raise KeyboardInterrupt
 
 
 # --------------------------------------------------------------------------- the driver
@@ -260,7 +113,65 @@ def _select(points: Sequence[Point], statuses: dict[str, str], retry_failed: boo
             return retry_failed
         return status not in FINISHED  # pending, interrupted
 
-    return [p for p in points if wanted(statuses.get(p.config.config_hash()))]
+    return [p for p in points if wanted(statuses.get(p.config_hash))]
+
+
+def _spec_name(sweep_dir: Path) -> str | None:
+    try:
+        data = yaml.safe_load((sweep_dir / SPEC_FILE).read_text())
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return None
+    return data.get("name") if isinstance(data, dict) else None
+
+
+def check_sweep_dir(sweep_dir: Path, name: str | None, force: bool) -> None:
+    """Refuse an output folder that holds anything but this sweep (a sweep named ``name``; for a
+    list of configs, any sweep without a spec), unless ``force``: a sweep never writes over the
+    user's own files."""
+    if sweep_dir.exists() and not sweep_dir.is_dir():
+        raise UserInputError(f"--out {sweep_dir}: exists and is not a directory")
+    if force or not sweep_dir.is_dir() or not any(sweep_dir.iterdir()):
+        return
+    if (sweep_dir / INDEX_FILE).is_file() and _spec_name(sweep_dir) == name:
+        return
+    what = f"a sweep named {name}" if name else "a sweep of configs"
+    raise UserInputError(f"--out {sweep_dir}: holds files that are not {what} (choose an empty or new folder, "
+                         "or pass --force to write into it)")
+
+
+def _owner(run_dir: Path) -> str | None:
+    """The config hash a run directory's summary.json names (None: no readable summary)."""
+    try:
+        return json.loads((run_dir / SUMMARY_FILE).read_text()).get("config_hash")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+class _Recorder:
+    """Writes each result as it arrives: the run's files first (atomically), then its index row."""
+
+    def __init__(self, sweep_dir: Path, index: Index, total: int, progress: ProgressFn | None) -> None:
+        self.sweep_dir, self.index, self.total, self.progress = sweep_dir, index, total, progress
+        self.names = index.names()  # config hash -> directory: a known run keeps its directory
+        self.done = self.failed = 0
+
+    def __call__(self, point: Point, result: dict[str, Any]) -> None:
+        summary = {**result["summary"], "config_hash": point.config_hash}
+        metrics = result["metrics"] if result["metrics"] is not None else SCHEMA.empty_table()
+        run_dir = self.sweep_dir / RUNS_DIR / self.names[point.config_hash]
+        owner = _owner(run_dir)
+        if owner is not None and owner != point.config_hash:  # never write one run over another
+            error = f"{run_dir.name}: the directory holds the run of config {owner}; not overwritten"
+            summary, result = {**summary, "status": "failed", "error": error}, {**result, "elapsed_s": None}
+        else:
+            write_run_files(run_dir, point.config.to_yaml(), metrics, summary, result.get("params"))
+        self.index.record(point.config_hash, summary, result["elapsed_s"])  # after the files: see docs
+        if summary.get("status") == "failed":
+            self.failed += 1
+        else:
+            self.done += 1
+        if self.progress is not None:
+            self.progress(self.done, self.failed, self.total)
 
 
 def execute_points(
@@ -272,50 +183,48 @@ def execute_points(
     force: bool = False,
     progress: ProgressFn | None = None,
     spec_yaml: str | None = None,
+    name: str | None = None,
+    save_params: bool = True,
 ) -> pd.DataFrame:
-    """Run the points that have no finished row in ``out``'s index; return their index rows."""
+    """Run the points that have no finished row in ``out``'s index; return their index rows.
+
+    ``--workers 1`` (and no scheduler) runs points in this process; otherwise every point runs on
+    a Dask worker, never here. A ``scheduler`` is reached before anything is written."""
     sweep_dir = Path(out)
     workers = default_workers() if workers is None else workers
     if workers < 1:
         raise UserInputError(f"--workers must be >= 1 (got {workers})")
+    check_sweep_dir(sweep_dir, name, force)
+    client, cluster = (connect_scheduler(scheduler), None) if scheduler is not None else (None, None)
     try:
-        (sweep_dir / RUNS_DIR).mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UserInputError(f"{sweep_dir}: cannot create the sweep directory ({e.strerror})") from None
-    with _exclusive(sweep_dir), Index(sweep_dir) as index:
-        _remove_stale_temp_files(sweep_dir)
-        if spec_yaml is not None:
-            atomic_write_text(sweep_dir / SPEC_FILE, spec_yaml)
-        index.add((p.config.config_hash(), p.name, p.index, p.axes, p.config.seed) for p in points)
-        todo = _select(points, index.statuses(), retry_failed, force)
-        done = failed = 0
-        if progress is not None:
-            progress(0, 0, len(todo))
-
-        def on_result(point: Point, result: dict[str, Any]) -> None:
-            nonlocal done, failed
-            summary = {**result["summary"], "config_hash": point.config.config_hash()}
-            metrics = result["metrics"] if result["metrics"] is not None else SCHEMA.empty_table()
-            write_run_files(sweep_dir / RUNS_DIR / point.name, point.config.to_yaml(), metrics, summary)
-            index.record(summary["config_hash"], summary, result["elapsed_s"])  # after the files: see docs
-            if summary.get("status") == "failed":
-                failed += 1
-            else:
-                done += 1
+        try:
+            (sweep_dir / RUNS_DIR).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UserInputError(f"{sweep_dir}: cannot create the sweep directory ({e.strerror})") from None
+        with _exclusive(sweep_dir), Index(sweep_dir) as index:
+            _remove_stale_temp_files(sweep_dir)
+            index.add((p.config_hash, p.name, p.index, p.axes, p.seed) for p in points)
+            if spec_yaml is not None:
+                atomic_write_text(sweep_dir / SPEC_FILE, spec_yaml)
+            todo = _select(points, index.statuses(), retry_failed, force)
+            recorder = _Recorder(sweep_dir, index, len(todo), progress)
             if progress is not None:
-                progress(done, failed, len(todo))
-
-        if todo:
-            if scheduler is None and min(workers, len(todo)) == 1:
-                _run_in_process(todo, on_result)
-            else:
-                _run_on_dask(todo, on_result, min(workers, len(todo)), scheduler)
+                progress(0, 0, len(todo))
+            if todo and client is None and workers == 1:
+                _run_in_process(todo, recorder, save_params)
+            elif todo:
+                if client is None:
+                    client, cluster = open_local_cluster(min(workers, len(todo)))
+                run_on_dask(client, todo, recorder, _failed_result, save_params)
+    finally:
+        if client is not None:
+            close_client(client, cluster)
     return _rows_of(sweep_dir, points)
 
 
 def _rows_of(sweep_dir: Path, points: Sequence[Point]) -> pd.DataFrame:
     frame = load_index(sweep_dir)
-    order = {p.config.config_hash(): i for i, p in enumerate(points)}
+    order = {p.config_hash: i for i, p in enumerate(points)}
     frame = frame[frame["config_hash"].isin(order)]
     frame = frame.assign(_order=frame["config_hash"].map(order)).sort_values("_order")
     return frame.drop(columns="_order").reset_index(drop=True)
@@ -339,7 +248,7 @@ def run_sweep(
     sweep = spec if isinstance(spec, Sweep) else load_sweep(spec)
     out = Path(out) if out is not None else Path("sweeps") / sweep.name
     return execute_points(sweep.points, out, workers, scheduler, retry_failed, force, progress,
-                          spec_yaml=sweep.resolved_yaml())
+                          spec_yaml=sweep.resolved_yaml(), name=sweep.name, save_params=sweep.spec.params)
 
 
 def run_configs(
@@ -367,5 +276,5 @@ def run_configs(
             continue
         seen.add(h)
         axes = dict(labels[i]) if labels is not None else {}
-        points.append(Point(len(points), axes, cfg, run_name(axes, cfg)))
+        points.append(Point.of(len(points), axes, cfg))
     return execute_points(points, out, workers, scheduler, retry_failed, force, progress)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sqlite3
 import time
 from collections.abc import Iterable
@@ -87,14 +88,28 @@ class Index:
     def statuses(self) -> dict[str, str]:
         return dict(self.db.execute("SELECT config_hash, status FROM runs"))
 
+    def names(self) -> dict[str, str]:
+        """config hash -> run directory name, of every row."""
+        return dict(self.db.execute("SELECT config_hash, name FROM runs"))
+
     def add(self, rows: Iterable[tuple[str, str, int, dict[str, Any], int]]) -> None:
-        """Register runs (hash, name, point, axes, seed): new ones as ``pending``; known ones keep
-        their status and results, with name, point and axes updated."""
+        """Register runs (hash, name, point, axes, seed) in one transaction: new ones as ``pending``;
+        known ones keep their status, results and run directory name (their directory never
+        moves), with point and axes updated. A new run whose name another row already holds is an
+        error (UserInputError) and nothing is registered: two configs never share a directory."""
+        rows = list(rows)
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
+            taken = dict(self.db.execute("SELECT name, config_hash FROM runs"))
+            known = set(taken.values())
+            for h, name, *_ in rows:
+                owner = h if h in known else taken.setdefault(name, h)
+                if owner != h:
+                    raise UserInputError(f"runs/{name}: the run directory of config {owner} would also hold config "
+                                         f"{h}; refusing to mix two runs in one directory")
             self.db.executemany(
                 "INSERT INTO runs (config_hash, name, point, axes, status, seed) VALUES (?, ?, ?, ?, 'pending', ?) "
-                "ON CONFLICT(config_hash) DO UPDATE SET name=excluded.name, point=excluded.point, axes=excluded.axes",
+                "ON CONFLICT(config_hash) DO UPDATE SET point=excluded.point, axes=excluded.axes",
                 [(h, name, point, json.dumps(axes, sort_keys=False), seed) for h, name, point, axes, seed in rows],
             )
 
@@ -113,6 +128,30 @@ class Index:
             self.db.execute(f"UPDATE runs SET {sets} WHERE config_hash=?", [*values.values(), config_hash])
 
 
+def _read_runs(path: Path) -> pd.DataFrame:
+    """The ``runs`` table. Where the folder and file are writable it is opened plainly and only
+    read (SQLite then removes its ``-wal``/``-shm`` files on close, which ``mode=ro`` would leave
+    behind). A read-only copy (a read-only folder, file or file system) cannot hold the ``-shm``
+    file a WAL database needs: then ``mode=ro``, and failing that ``immutable=1``, which is right for
+    such a copy since nothing writes to it."""
+    uri = path.resolve().as_uri()
+    writable = os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+    last: Exception | None = None
+    for flags in ("mode=rw", "mode=ro", "mode=ro&immutable=1")[0 if writable else 1:]:
+        try:
+            db = sqlite3.connect(f"{uri}?{flags}", uri=True, timeout=30)
+        except sqlite3.Error as e:
+            last = e
+            continue
+        try:
+            return pd.read_sql_query("SELECT * FROM runs ORDER BY point, name", db)
+        except (sqlite3.DatabaseError, pd.errors.DatabaseError) as e:
+            last = e
+        finally:
+            db.close()
+    raise UserInputError(f"{path}: cannot be read as a sweep index ({last})")
+
+
 def load_index(sweep_dir: str | Path, expand_axes: bool = True) -> pd.DataFrame:
     """The index of a sweep directory as a DataFrame, one row per run in spec order.
 
@@ -121,13 +160,7 @@ def load_index(sweep_dir: str | Path, expand_axes: bool = True) -> pd.DataFrame:
     path = Path(sweep_dir) / INDEX_FILE
     if not path.is_file():
         raise UserInputError(f"{sweep_dir}: not a sweep directory (no {INDEX_FILE})")
-    db = sqlite3.connect(path, timeout=30)  # read only by use (a read-only URI would leave -wal/-shm files)
-    try:
-        frame = pd.read_sql_query("SELECT * FROM runs ORDER BY point, name", db)
-    except (sqlite3.DatabaseError, pd.errors.DatabaseError) as e:
-        raise UserInputError(f"{path}: cannot be read as a sweep index ({e})") from None
-    finally:
-        db.close()
+    frame = _read_runs(path)
     frame["run_dir"] = [str(Path(sweep_dir) / RUNS_DIR / n) for n in frame["name"]]
     for col in ("seed", "steps", "T_1", "T_eps", "point"):
         frame[col] = frame[col].astype("Int64")

@@ -10,6 +10,7 @@
       features.K: [3, 5]
       features.d: [3, 5]
     seeds: 3                           # innermost axis: seed = base seed + 0, 1, 2 (or a list)
+    params: true                       # write each run's params.pt (default)
 
 Range strings are read by a small regular-expression parser (never ``eval``):
 ``linspace(a, b, n)`` is n evenly spaced values from a to b; ``logspace(a, b, n)`` is 10**x for
@@ -20,7 +21,9 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +36,7 @@ from ..config import Config, _loc, _short, apply_overrides, read_yaml, validate_
 from ..errors import ConfigError, UserInputError
 from ..store import safe_name
 
-MAX_POINTS = 1_000_000  # refuse specs that expand to more runs than this
+MAX_POINTS = 100_000  # refuse specs that expand to more runs than this (counted before expanding)
 MAX_RANGE = 100_000  # at most this many values from one linspace/logspace
 
 _NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
@@ -90,10 +93,12 @@ class SweepSpec(BaseModel):
     zip: Any = Field(default_factory=list, description="lock-step axes: {key: values} or a list of such groups")
     seeds: Any = Field(None, description="n (seeds base+0..n-1) or a list of seeds")
 
+    params: bool = Field(True, description="write each run's trained parameters (params.pt)")
+
     @field_validator("name")
     @classmethod
     def _name(cls, v: str | None) -> str | None:
-        if v is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", v):
+        if v is not None and not re.fullmatch(NAME_PATTERN, v):
             raise ValueError("name may use letters, digits, '.', '_' and '-' (max 128)")
         return v
 
@@ -130,14 +135,30 @@ class SweepSpec(BaseModel):
         raise ConfigError("seeds", f"expected a count n >= 1 or a non-empty list of seeds >= 0 (got {v!r})")
 
 
+NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
+
+
 @dataclass
 class Point:
-    """One run of a sweep: its position, the axis values that define it, its config and run name."""
+    """One run of a sweep: its position, the axis values that define it, its config hash and run
+    name. The validated config is rebuilt on demand (``config``): a sweep of 10^5 points keeps
+    10^5 small records in memory, not 10^5 configs."""
 
     index: int
     axes: dict[str, Any]
-    config: Config
+    config_hash: str
     name: str
+    seed: int
+    make_config: Callable[[], Config] = field(repr=False)
+
+    @property
+    def config(self) -> Config:
+        return self.make_config()
+
+    @classmethod
+    def of(cls, index: int, axes: dict[str, Any], cfg: Config) -> Point:
+        """A point made from a config already in hand."""
+        return cls(index, axes, cfg.config_hash(), run_name(axes, cfg), cfg.seed, lambda: cfg)
 
 
 @dataclass
@@ -170,12 +191,14 @@ def _spec_error(err: ValidationError) -> ConfigError:
     return ConfigError(loc or "spec", msg)
 
 
-def _yaml_value(value: Any) -> str:
-    """A value as YAML text that ``apply_overrides`` reads back unchanged."""
+def _yaml_value(where: str, value: Any) -> str:
+    """A value as YAML text that ``apply_overrides`` reads back unchanged (``where``: its field)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(where, f"must be a finite number (got {value!r})")
     text = yaml.safe_dump(value, default_flow_style=True, width=1 << 30).strip()
     text = text.removesuffix("...").strip()
     if yaml.safe_load(text) != value:
-        raise ConfigError("spec", f"value {value!r} cannot be written as a config value")
+        raise ConfigError(where, f"value {_short(value)} cannot be written as a config value")
     return text
 
 
@@ -183,24 +206,24 @@ def _describe(axes: dict[str, Any]) -> str:
     parts = []
     for key, value in axes.items():
         short = key.rsplit(".", 1)[-1]
-        shown = f"{value:.4g}" if isinstance(value, float) else str(value)
+        shown = f"{value:.4g}".replace("+", "") if isinstance(value, float) else str(value)  # 1e+06 -> 1e06
         parts.append(f"{short}{shown}")
     return safe_name("-".join(parts))[:96]
 
 
 def run_name(axes: dict[str, Any], cfg: Config) -> str:
-    """A run directory name: the axis values, then 8 hex digits of the config hash (unique per run)."""
-    desc = _describe(axes)
-    if not desc:
-        return safe_name(f"{cfg.name}-{cfg.config_hash()[:8]}") if cfg.name else default_run_name(cfg)
-    return f"{desc}-{cfg.config_hash()[:8]}"
+    """A run directory name: the axis values, then the whole config hash, so distinct configs
+    never share a directory."""
+    desc = _describe(axes) or (safe_name(cfg.name) if cfg.name else default_run_name(cfg))
+    return f"{desc}-{cfg.config_hash()}"
 
 
-def _axes(spec: SweepSpec, base_seed: int) -> list[list[dict[str, Any]]]:
-    """Each axis as a list of partial assignments; the points are their cartesian product."""
-    axes: list[list[dict[str, Any]]] = [[{key: v} for v in values] for key, values in spec.grid.items()]
+def _axes(spec: SweepSpec, base_seed: int) -> list[tuple[str, list[dict[str, Any]]]]:
+    """Each axis as (its field, a list of partial assignments); the points are their cartesian
+    product, counted here before anything is expanded."""
+    axes = [(f"grid.{key}", [{key: v} for v in values]) for key, values in spec.grid.items()]
     seen = set(spec.grid)
-    for group in spec.zip:
+    for i, group in enumerate(spec.zip):
         lengths = {key: len(values) for key, values in group.items()}
         if len(set(lengths.values())) > 1:
             shown = ", ".join(f"{k}: {n}" for k, n in lengths.items())
@@ -210,17 +233,19 @@ def _axes(spec: SweepSpec, base_seed: int) -> list[list[dict[str, Any]]]:
                 raise ConfigError(f"zip.{key}", "is already an axis (a key may appear in one axis only)")
             seen.add(key)
         n = next(iter(lengths.values()))
-        axes.append([{key: values[j] for key, values in group.items()} for j in range(n)])
+        where = "zip" if len(spec.zip) == 1 else f"zip[{i}]"
+        axes.append((where, [{key: values[j] for key, values in group.items()} for j in range(n)]))
     if spec.seeds is not None:
         if "seed" in seen:
             raise ConfigError("seeds", "seed is also a grid/zip axis (use one or the other)")
         seeds = list(range(base_seed, base_seed + spec.seeds)) if isinstance(spec.seeds, int) else spec.seeds
-        axes.append([{"seed": s} for s in seeds])
+        axes.append(("seeds", [{"seed": s} for s in seeds]))
     total = 1
-    for axis in axes:
+    for where, axis in axes:
         total *= len(axis)
-    if total > MAX_POINTS:
-        raise ConfigError("spec", f"expands to {total} runs (at most {MAX_POINTS})")
+        if total > MAX_POINTS:
+            raise ConfigError(where, f"the spec expands to more than {MAX_POINTS} runs (the limit) at this axis "
+                                     f"({len(axis)} values); split the sweep")
     return axes
 
 
@@ -230,28 +255,41 @@ def _axis_group(spec: SweepSpec, key: str) -> str:
     return "seeds" if key == "seed" and spec.seeds is not None else "zip"
 
 
-def expand(spec: SweepSpec, base: dict[str, Any]) -> list[Point]:
-    """Every point of the spec as a validated Config, in order (first grid key outermost, seeds
-    innermost). Points with the same config hash are kept once."""
+def _point_config(spec: SweepSpec, base: dict[str, Any], axes: dict[str, Any]) -> Config:
+    """The validated config of one point; an error names the axis (``grid.task.L``) or base field."""
+    overrides = [f"{k}={_yaml_value(f'{_axis_group(spec, k)}.{k}', v)}" for k, v in axes.items()]
+    try:
+        return validate_config(apply_overrides(copy.deepcopy(base), overrides))
+    except UserInputError as e:
+        key = getattr(e, "field", None)
+        where = f"{_axis_group(spec, key)}.{key}" if key in axes else f"base.{key}" if key else "spec"
+        shown = ", ".join(f"{k}={_short(v)}" for k, v in axes.items())
+        message = getattr(e, "message", str(e))
+        raise ConfigError(where, f"{message} (at {shown})") from None
+
+
+def iter_axes(spec: SweepSpec, base: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The axis values of every point, in order (first grid key outermost, seeds innermost),
+    generated one at a time after the count check."""
     base_cfg = validate_config(copy.deepcopy(base))
+    parts = [axis for _, axis in _axes(spec, base_cfg.seed)]
+    for combo in itertools.product(*parts):
+        yield {k: v for part in combo for k, v in part.items()}
+
+
+def expand(spec: SweepSpec, base: dict[str, Any]) -> list[Point]:
+    """Every point of the spec, each validated, in order. Points with the same config hash are
+    kept once. Only small records are kept (see ``Point``)."""
     points: list[Point] = []
     hashes: set[str] = set()
-    for combo in itertools.product(*_axes(spec, base_cfg.seed)):
-        axes = {k: v for part in combo for k, v in part.items()}
-        data = copy.deepcopy(base)
-        try:
-            cfg = validate_config(apply_overrides(data, [f"{k}={_yaml_value(v)}" for k, v in axes.items()]))
-        except UserInputError as e:
-            key = getattr(e, "field", None)
-            where = f"{_axis_group(spec, key)}.{key}" if key in axes else f"base.{key}" if key else "spec"
-            shown = ", ".join(f"{k}={_short(v)}" for k, v in axes.items())
-            message = getattr(e, "message", str(e))
-            raise ConfigError(where, f"{message} (at {shown})") from None
+    for axes in iter_axes(spec, base):
+        cfg = _point_config(spec, base, axes)
         h = cfg.config_hash()
         if h in hashes:
             continue
         hashes.add(h)
-        points.append(Point(len(points), axes, cfg, run_name(axes, cfg)))
+        points.append(Point(len(points), axes, h, run_name(axes, cfg), cfg.seed,
+                            lambda axes=axes: _point_config(spec, base, axes)))
     return points
 
 
@@ -289,7 +327,11 @@ def load_sweep(spec: str | Path | dict[str, Any], name: str | None = None) -> Sw
             validate_config(copy.deepcopy(base))
         except ConfigError as e:
             raise ConfigError(f"base.{e.field}", e.message) from None
+        sweep_name = parsed.name or name or "sweep"
+        if not re.fullmatch(NAME_PATTERN, sweep_name):  # e.g. '..' from a spec file named '...yaml'
+            raise ConfigError("name", f"{sweep_name!r} (the spec file's name) is not a usable sweep name: give "
+                                      "name: in the spec (letters, digits, '.', '_', '-'; max 128)")
         points = expand(parsed, base)
     except UserInputError as e:
         raise UserInputError(f"{where}{e}") from None
-    return Sweep(parsed.name or name or "sweep", parsed, base, points)
+    return Sweep(sweep_name, parsed, base, points)
