@@ -8,7 +8,7 @@ import sys
 
 def entry() -> None:
     try:
-        from .cli import main
+        from .cli import main  # inside the try: a Ctrl-C during these imports is caught (not a cycle)
     except KeyboardInterrupt:
         sys.stderr.write("error: interrupted while starting\n")
         raise SystemExit(130) from None

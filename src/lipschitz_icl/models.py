@@ -18,6 +18,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .transformer import ICLTransformer
+
 
 def _label_attention(logits: torch.Tensor, y_ctx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     attn = torch.softmax(logits, dim=-1)  # stable: softmax subtracts the max
@@ -94,8 +96,6 @@ def make_model(cfg, d: int, gen: torch.Generator, dtype: torch.dtype, device) ->
     if cfg.kind == "factored":
         return FactoredAttention(d, getattr(cfg, "d_k", None), cfg.init_scale, gen, dtype, device)
     if cfg.kind == "transformer":
-        from .transformer import ICLTransformer
-
         return ICLTransformer(
             d, width=cfg.width, n_layers=cfg.n_layers, n_heads=cfg.n_heads, mlp=cfg.mlp,
             layernorm=cfg.layernorm, gen=gen, dtype=dtype, device=device,
