@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from lipschitz_icl import baselines as bl
-from lipschitz_icl.bench.measure import peak_memory_mb
+from lipschitz_icl.bench.timing import peak_memory_mb
 
 T = torch.float64
 

@@ -9,7 +9,7 @@ import torch
 from typer.testing import CliRunner
 
 from lipschitz_icl.bench import Size, Target
-from lipschitz_icl.bench.measure import fit_exponent
+from lipschitz_icl.bench.timing import fit_exponent
 from lipschitz_icl.cli import app
 from lipschitz_icl.recorder import Recorder
 

@@ -9,8 +9,8 @@ from typing import Any
 from ..api import versions
 from . import sections as _builtin  # noqa: F401  (registers the built-in sections)
 from .extras import register_defaults
-from .measure import machine_info
 from .registry import SectionFn, Size, registered
+from .timing import machine_info
 
 register_defaults()
 

@@ -11,15 +11,7 @@ from ..analysis import analyze_run_object
 from ..api import load_run
 from ..errors import UserInputError
 from ..store import ANALYSIS_FILE, METRICS_FILE, SUMMARY_FILE, atomic_write_json
-from .common import check_run_dir, err, esc, out, user_errors
-
-
-def _fmt(v) -> str:
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return "-" if v is None else str(v)
+from .common import cell, check_run_dir, err, esc, out, user_errors
 
 
 def phase_table(res: dict, title: str) -> Table:
@@ -40,7 +32,7 @@ def phase_table(res: dict, title: str) -> Table:
         (f"verdict (Attn ≥ {1 - res['eps_attn']:g}, error ≤ {res['eps']:g})", res["verdict"]),
     ]
     for label, value in rows:
-        table.add_row(label, esc(_fmt(value)))
+        table.add_row(label, esc(cell(value)))
     return table
 
 

@@ -17,7 +17,7 @@ from ..bench import Size, registered_sections, run_benchmarks
 from ..bench.extras import register_spec
 from ..errors import UserInputError
 from ..store import atomic_write_json
-from .common import check_out_path, err, esc, out, user_errors
+from .common import cell, check_out_path, err, esc, out, user_errors
 
 STYLE = {True: "green", False: "red", None: "yellow"}  # a target's colour by whether it was met
 EXPONENT_COLUMNS = ("engine", "scan", "time exponent", "memory exponent")
@@ -33,16 +33,6 @@ class Grid:
     styles: list[str | None] = field(default_factory=list)  # the last cell's style, one per row
 
 
-def _fmt(v) -> str:
-    if isinstance(v, bool) or v is None:
-        return "-" if v is None else ("yes" if v else "no")
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    if isinstance(v, list):
-        return ", ".join(_fmt(x) for x in v)
-    return str(v)
-
-
 def section_grids(name: str, section: dict) -> list[Grid]:
     """A section's rows (one column per key) and its fitted exponents, if any."""
     grids = []
@@ -50,10 +40,10 @@ def section_grids(name: str, section: dict) -> list[Grid]:
     if rows:
         cols = list(dict.fromkeys(k for r in rows for k in r))
         grids.append(Grid(f"{section.get('title', name)}  [{section.get('wall_s', '?')} s]", cols,
-                          [[_fmt(r.get(c)) for c in cols] for r in rows]))
+                          [[cell(r.get(c)) for c in cols] for r in rows]))
     if section.get("exponents"):
         grids.append(Grid("fitted exponents: time (and peak memory) ~ x^exponent", list(EXPONENT_COLUMNS),
-                          [[_fmt(e.get(c)) for c in EXPONENT_COLUMNS] for e in section["exponents"]]))
+                          [[cell(e.get(c)) for c in EXPONENT_COLUMNS] for e in section["exponents"]]))
     return grids
 
 
@@ -61,7 +51,7 @@ def targets_grid(targets: list[dict]) -> Grid:
     grid = Grid("targets", ["target", "measured", "goal", "verdict"])
     for tg in targets:
         verdict = tg["verdict"] + (f" ({tg['why']})" if tg.get("why") else "")
-        grid.rows.append([tg["name"], _fmt(tg["measured"]), f"{tg['op']} {tg['threshold']:g}{tg['unit']}", verdict])
+        grid.rows.append([tg["name"], cell(tg["measured"]), f"{tg['op']} {tg['threshold']:g}{tg['unit']}", verdict])
         grid.styles.append(STYLE[tg["met"]])
     return grid
 

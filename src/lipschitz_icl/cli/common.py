@@ -51,6 +51,20 @@ def esc(value: object) -> str:
     return escape(one_line(str(value)))
 
 
+def cell(value: object, digits: int = 4) -> str:
+    """A value as a table cell: numbers to ``digits`` significant digits, yes/no, ``-`` for none,
+    lists joined by commas. Plain text: escape it with ``esc`` where it goes through rich."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    if isinstance(value, list):
+        return ", ".join(cell(v, digits) for v in value)
+    return str(value)
+
+
 def fail(message: str, code: int = 2) -> None:
     """Print one line naming what is wrong and exit (2: bad input, 1: runtime failure, 130: interrupted)."""
     err.print(f"[bold red]error:[/] {esc(message)}", highlight=False, soft_wrap=True)

@@ -10,6 +10,7 @@ from rich.table import Table
 from ..api import run as run_api
 from ..config import default_config, load_config
 from .common import (
+    cell,
     check_out_path,
     err,
     esc,
@@ -29,16 +30,10 @@ SUMMARY_ROWS = [
 ]
 
 
-def _fmt(v) -> str:
-    if isinstance(v, float):
-        return f"{v:.6g}"
-    return "-" if v is None else str(v)
-
-
 def summary_table(summary: dict, title: str) -> Table:
     table = Table(title=title, show_header=False)
     for label, key in SUMMARY_ROWS:
-        table.add_row(label, esc(_fmt(summary.get(key))))
+        table.add_row(label, esc(cell(summary.get(key), 6)))
     if summary.get("error"):
         table.add_row("error", esc(summary["error"]))
     return table

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ...api import prepare
 from ..common import config, kernel_step
-from ..measure import fit_exponent, peak_memory_mb, time_interleaved
 from ..registry import Size, Target, register
+from ..timing import fit_exponent, peak_memory_mb, time_interleaved
 
 
 def _kernel_step(overrides: list[str]):

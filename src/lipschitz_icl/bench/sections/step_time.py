@@ -8,9 +8,9 @@ import torch
 
 from ...api import prepare
 from ..common import config, kernel_draw_losses, kernel_step, q_from_scores, run_step_time
-from ..measure import time_call
 from ..plain_pytorch import PlainBaseline
 from ..registry import Size, Target, register
+from ..timing import time_call
 
 
 def _setting(size: Size) -> tuple[int, int, int, int]:
