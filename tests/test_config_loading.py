@@ -6,22 +6,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
+from cli_support import refused, runner
 
 import lipschitz_icl as li
 from lipschitz_icl.cli import app
 from lipschitz_icl.config_io import CoreSafeLoader, load_yaml
-
-runner = CliRunner()
-
-
-def refused(args: list[str]) -> str:
-    """Run the CLI; it must exit 2 with one line on stderr and no traceback. Returns the line."""
-    result = runner.invoke(app, args)
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in result.output, result.output
-    return lines[0]
 
 
 def test_loader_is_a_safe_loader():

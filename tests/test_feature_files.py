@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from typer.testing import CliRunner
+from cli_support import refused, runner
 
 import lipschitz_icl as li
 from lipschitz_icl import features as features_module
@@ -17,17 +17,9 @@ from lipschitz_icl.cli import app
 from lipschitz_icl.errors import ConfigError
 from lipschitz_icl.problem import build_problem
 
-runner = CliRunner()
 SMALL = ["train.steps=5", "engine.draws=8", "eval.functions=8"]
 FILE = ["features.kind=file", "features.path=f.npy", "features.K=null", "features.d=null"]
 
-
-def refused(args: list[str]) -> str:
-    result = runner.invoke(app, args)
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in result.output, result.output
-    return lines[0]
 
 
 def test_configs_without_a_feature_file_keep_their_hash():

@@ -3,21 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from typer.testing import CliRunner
+from cli_support import refused, runner
 
 from lipschitz_icl.cli import app
 from lipschitz_icl.transformer import ICLTransformer, parameter_count
 
-runner = CliRunner()
 TRANSFORMER = ["model.kind=transformer", "engine.kind=sampled"]
 
-
-def refused(args: list[str]) -> str:
-    result = runner.invoke(app, args)
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in result.output, result.output
-    return lines[0]
 
 
 @pytest.mark.parametrize(("d", "width", "layers", "heads", "mlp", "layernorm"), [
