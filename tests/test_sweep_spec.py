@@ -92,6 +92,8 @@ BAD = [
     ({"grid": {"task.L": [1, -1]}}, "grid.task.L"),  # L <= 0 at one point
     ({"zip": {"task.L": [1, 2], "train.lr": [1]}}, "zip"),  # lengths differ
     ({"zip": {"features.K": [9]}}, "zip.features.K"),  # K > d
+    ({"zip": [{}]}, "zip"),  # an empty group (once "unexpected RuntimeError", exit 1)
+    ({"zip": [{"task.L": [1]}, {}]}, "zip[1]"),
     ({"grid": {"seed": [1]}, "seeds": 2}, "seeds"),
     ({"seeds": 0}, "seeds"),
     ({"gird": {"task.L": [1]}}, "gird"),

@@ -224,6 +224,9 @@ def _axes(spec: SweepSpec, base_seed: int) -> list[tuple[str, list[dict[str, Any
     axes = [(f"grid.{key}", [{key: v} for v in values]) for key, values in spec.grid.items()]
     seen = set(spec.grid)
     for i, group in enumerate(spec.zip):
+        if not group:
+            where = "zip" if len(spec.zip) == 1 else f"zip[{i}]"
+            raise ConfigError(where, "an empty group (expected {key: [values], ...} with at least one key)")
         lengths = {key: len(values) for key, values in group.items()}
         if len(set(lengths.values())) > 1:
             shown = ", ".join(f"{k}: {n}" for k, n in lengths.items())
