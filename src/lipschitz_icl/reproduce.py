@@ -20,7 +20,7 @@ from .experiments.checkpoint import ExperimentLog, ExperimentsInterrupted
 from .experiments.claims import ClaimResult
 from .experiments.registry import Experiment
 from .experiments.runner import Context, ProgressHook
-from .report import software_meta, write_claims_json, write_report_html, write_report_md
+from .report import Comparison, software_meta, write_report
 from .store import atomic_write_json, deferred_signals
 
 MANIFEST_FILE = "reproduce.json"  # the options an output directory was made with
@@ -77,11 +77,13 @@ def reproduce(
     command: str = "",
     resume: bool = False,
     log: ExperimentLog | None = None,
+    compare: Comparison | None = None,
 ) -> tuple[list[ClaimResult], dict]:
     """Run suites (``available_suites()``, or ``all``) or the experiments that claims need (claim ids,
     e.g. ``["P4", "B3"]``), and write the report into ``out``.
 
-    ``resume`` reuses the experiments already finished in ``out`` with the same options. On Ctrl-C
+    ``resume`` reuses the experiments already finished in ``out`` with the same options; ``compare``
+    (``Comparison.load(previous claims.json)``) puts a previous output's verdicts beside these. On Ctrl-C
     the report is still written (meta ``status: interrupted``) and ``ExperimentsInterrupted``
     (a KeyboardInterrupt, with ``claims`` and ``meta``) is raised."""
     names, experiments = resolve_targets([suite] if isinstance(suite, str) else list(suite))
@@ -104,26 +106,9 @@ def reproduce(
         "status": "interrupted" if stopped is not None else "finished",
     }
     with deferred_signals():  # a further Ctrl-C waits until the report is whole
-        configs = _configs_used(out)
-        write_claims_json(out, claims, meta)
-        write_report_md(out, claims, meta)
-        write_report_html(out, claims, meta, configs)
+        write_report(out, claims, meta, compare)
     if stopped is not None:
         stopped.meta = meta
         raise stopped
     return claims, meta
 
-
-def _configs_used(out: Path, limit: int = 12) -> dict[str, str]:
-    """One resolved config per run group (the first run's), for the report."""
-    found: dict[str, str] = {}
-    runs_root = out / "runs"
-    if not runs_root.is_dir():
-        return found
-    for group in sorted(p for p in runs_root.iterdir() if p.is_dir()):
-        cfgs = sorted(group.glob("*/config.yaml"))
-        if cfgs:
-            found[f"{group.name} (first of {len(cfgs)} runs: {cfgs[0].parent.name})"] = cfgs[0].read_text()
-        if len(found) >= limit:
-            break
-    return found

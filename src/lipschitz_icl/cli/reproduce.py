@@ -12,7 +12,7 @@ from rich.table import Table
 from ..errors import UserInputError
 from ..experiments import claim_ids
 from ..experiments.checkpoint import ExperimentsInterrupted
-from ..report import sorted_claims
+from ..report import Comparison, sorted_claims
 from ..report import update_readme as write_readme
 from ..reproduce import available_suites, options_of, recorded_options, reproduce, resolve_targets
 from ..store import claim_new_dir
@@ -73,13 +73,16 @@ def reproduce_command(
     force: bool = typer.Option(False, "--force", help="Write into --out even if it holds files (start over)."),
     resume: bool = typer.Option(False, "--resume", help="Finish an interrupted reproduce in --out (same options)."),
     update_readme: Path = typer.Option(None, "--update-readme", help="Replace the claims table in this README."),
+    compare_with: Path = typer.Option(None, "--compare-with", help="A previous output's claims.json (e.g. the "
+                                      "quick run): its verdicts go beside these, with why they differ."),
 ) -> None:
     """Test the claims of the paper, its predecessor and the write-up (docs/CLAIMS.md).
 
     `reproduce P4 B3 --quick` runs only the experiments that test P4 and B3 (with every claim
     they test); suite names and claim ids can be mixed.
 
-    Writes figures (PNG and PDF), claims.json, report.md and a self-contained report.html.
+    Writes figures (PNG and PDF), claims.json, claims.csv, claims.tex, report.md and a
+    self-contained report.html (`lipschitz-icl report OUT` writes the report again).
     Each claim gets a criterion fixed before the run, a measured statistic and a verdict:
     supported, not supported or inconclusive. Ctrl-C or SIGTERM stops it with exit 130 and a
     report whose unfinished claims say `interrupted`; the same command again (or --resume)
@@ -90,6 +93,7 @@ def reproduce_command(
         suite = " ".join(names)
         if update_readme is not None and not update_readme.is_file():
             raise UserInputError(f"--update-readme {update_readme}: no such file")
+        compare = Comparison.load(compare_with) if compare_with is not None else None
         out, resuming = _choose_out(out_dir, suite, quick, seed, resume=resume, force=force)
         if resuming:
             err.print(escape(f"resuming in {out}: finished experiments are reused"), highlight=False)
@@ -104,7 +108,7 @@ def reproduce_command(
 
             try:
                 claims, meta = reproduce(names, out, quick=quick, seed=seed, workers=workers, progress=progress,
-                                         command=cmd, resume=resuming, log=_experiment_logger())
+                                         command=cmd, resume=resuming, log=_experiment_logger(), compare=compare)
             except ExperimentsInterrupted as stop:
                 n = sum(c.statistic.get("status") == "interrupted" for c in stop.claims)
                 fail(f"interrupted ({stop.signal_name}): {n} claims marked interrupted in {out}/report.md; "
