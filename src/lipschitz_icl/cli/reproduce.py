@@ -125,5 +125,6 @@ def _print_claims(claims, meta: dict, out: Path) -> None:
         table.add_column(col)
     for c in sorted_claims(claims):
         style = VERDICT_STYLE.get(c.verdict, "")
-        table.add_row(escape(c.id), f"[{style}]{escape(c.verdict)}[/]", escape(c.experiment), f"{c.wall_s:.0f}")
+        forced = " (forced)" if c.forced else ""
+        table.add_row(escape(c.id), f"[{style}]{escape(c.verdict)}[/]{forced}", escape(c.experiment), f"{c.wall_s:.0f}")
     console.print(table)
