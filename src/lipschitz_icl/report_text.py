@@ -101,7 +101,7 @@ def reason(c: ClaimResult, warnings: list[str] | None = None) -> str:
                                                     if c.size in ("quick", "tiny") else "."))
     if warnings:
         parts.append(f"{len(warnings)} of its {len(c.runs)} runs ended at step 0 or were interrupted "
-                     "(see the warning), so they say nothing about learning.")
+                     "(see the warning): those runs are not evidence of learning.")
     return " ".join(parts)
 
 
