@@ -150,22 +150,27 @@ def why_differs(now: ClaimResult, before: ClaimResult, size_now: str, size_befor
             overlap = a[0] <= b[1] and b[0] <= a[1]
             reasons.append(f"interval of {name} [{fmt(a[0])}, {fmt(a[1])}] vs [{fmt(b[0])}, {fmt(b[1])}] "
                            f"({'overlapping: the difference is within the uncertainty' if overlap else 'disjoint'})")
-    reasons += _changed_numbers(before.statistic, now.statistic)
+    reasons += _changed_numbers(before.statistic, now.statistic, now.criterion)
     if not reasons:
         reasons.append("no statistic in common changed; compare the raw statistics")
     return (f"{before.verdict} at {size_before or 'before'} vs {now.verdict} at {size_now or 'now'}: "
             + "; ".join(reasons) + f". Criterion: {now.criterion}")
 
 
-def _changed_numbers(a: dict, b: dict, limit: int = 3) -> list[str]:
+def _changed_numbers(a: dict, b: dict, criterion: str = "", limit: int = 4) -> list[str]:
+    """The numbers that moved: first those the criterion names (e.g. ``breakpoint``), then censoring
+    counts, then the largest relative changes."""
     na, nb = numbers(a), numbers(b)
+    text = criterion.lower()
     changes = []
     for k in set(na) & set(nb):
         x, y = na[k], nb[k]
         if math.isfinite(x) and math.isfinite(y) and x != y:
-            changes.append((abs(y - x) / max(abs(x), abs(y), 1e-300), k, x, y))
+            leaf = k.rsplit(" › ", 1)[-1].lower()
+            named = leaf in text or leaf.replace("_", " ") in text
+            changes.append((named, "censor" in leaf, abs(y - x) / max(abs(x), abs(y), 1e-300), k, x, y))
     changes.sort(reverse=True)
-    out = [f"{k} {fmt(x)} → {fmt(y)}" for _, k, x, y in changes[:limit]]
+    out = [f"{k} {fmt(x)} → {fmt(y)}" for *_, k, x, y in changes[:limit]]
     gone = sorted(k for k in set(na) ^ set(nb))[:limit]
     if gone:
         out.append("measured in only one of them: " + ", ".join(gone))
