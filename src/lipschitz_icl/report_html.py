@@ -76,7 +76,8 @@ def _section(out: Path, c: ClaimResult, meta: dict, owners: dict[str, str], cmp:
     if cmp is not None:
         _, size_before, prev, why = cmp.pair(c, str(meta.get("size", "")))
         if prev is not None:
-            compare = f"<p><b>At {e(size_before)} size:</b> {_verdict(prev)}. {e(why or 'Same verdict.')}</p>"
+            said = e(why) if why else f"{_verdict(prev)}, the same verdict."
+            compare = f"<p><b>At {e(size_before)} size:</b> {said}</p>"
     notes = f"<p><b>Notes.</b> {e(c.notes)}</p>" if c.notes else ""
     return (f'<section id="{e(c.id)}"><h2>{e(c.id)} — {_verdict(c)}{badge}</h2>'
             f"<blockquote>{e(c.statement)}</blockquote><p class=why><b>Why.</b> {e(reason(c, warnings))}</p>"

@@ -86,7 +86,7 @@ def _claim_md(out: Path, c: ClaimResult, meta: dict, owners: dict[str, str], cmp
     if cmp is not None:
         _, size_before, prev, why = cmp.pair(c, str(meta.get("size", "")))
         if prev is not None:
-            parts += [f"**At {size_before} size:** {prev.verdict}. {why or 'Same verdict.'}", ""]
+            parts += [f"**At {size_before} size:** {why or prev.verdict + ', the same verdict.'}", ""]
     if c.notes:
         parts += [f"**Notes.** {c.notes}", ""]
     return [*parts, f"Experiment `{c.experiment}`, {c.wall_s:.1f} s, {len(c.runs)} runs.", ""]
