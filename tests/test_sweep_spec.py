@@ -78,7 +78,7 @@ def test_l_sweep_is_the_quickstart_over_ten_l_values_and_three_seeds():
     sweep = load_sweep(ROOT / "configs" / "sweeps" / "l_sweep.yaml")
     assert len(sweep.points) == 30
     Ls = sorted({p.config.task.L for p in sweep.points})
-    assert len(Ls) == 10 and Ls[0] == 0.1 and Ls[-1] == 10.0
+    assert len(Ls) == 10 and Ls[0] == pytest.approx(10 ** -0.5) and Ls[-1] == 10.0  # no L met at step 0
     assert {p.config.seed for p in sweep.points} == {0, 1, 2}
     quick = load_sweep({"base": yaml.safe_load(QUICK.read_text())}).points[0].config
     assert all(p.config.train == quick.train and p.config.features == quick.features for p in sweep.points)

@@ -1,4 +1,4 @@
-"""``reproduce``: run the experiments of the named suites and write claims.json, report.md,
+"""``reproduce``: run the experiments of the named suites or claims and write claims.json, report.md,
 report.html and figures under one directory. The Python API behind the CLI command.
 
 ``out/reproduce.json`` records the options (suite, size, seed, package version); a rerun with the
@@ -14,11 +14,13 @@ import time
 from pathlib import Path
 
 from . import __version__
-from .experiments import experiments_for, run_experiments, suite_names
+from .errors import UserInputError
+from .experiments import claim_ids, experiments_for, experiments_for_claims, run_experiments, suite_names
 from .experiments.checkpoint import ExperimentLog, ExperimentsInterrupted
 from .experiments.claims import ClaimResult
+from .experiments.registry import Experiment
 from .experiments.runner import Context, ProgressHook
-from .report import software_meta, write_claims_json, write_report_html, write_report_md
+from .report import Comparison, software_meta, write_report
 from .store import atomic_write_json, deferred_signals
 
 MANIFEST_FILE = "reproduce.json"  # the options an output directory was made with
@@ -27,6 +29,27 @@ MANIFEST_FILE = "reproduce.json"  # the options an output directory was made wit
 def available_suites() -> list[str]:
     """The suite names of the experiment registry, in claims-table order (``all`` runs them all)."""
     return suite_names()
+
+
+def resolve_targets(targets: list[str]) -> tuple[list[str], list[Experiment]]:
+    """Suite names (``all`` too) and claim ids (any case) -> (the names, normalised; the experiments
+    they need, each once, in claims-table order). An unknown name raises UserInputError naming the
+    allowed ones."""
+    suites, claims = available_suites(), claim_ids()
+    by_upper = {c.upper(): c for c in claims}
+    names: list[str] = []
+    for t in targets or ["all"]:
+        name = t if t in suites or t == "all" else by_upper.get(t.upper())
+        if name is None:
+            raise UserInputError(f"{t!r} is neither a suite nor a claim id (suites: {', '.join([*suites, 'all'])}; "
+                                 f"claims: {', '.join(claims)})")
+        names.append(name)
+    if "all" in names:
+        return names, experiments_for(suites)
+    chosen = experiments_for([n for n in names if n in suites])
+    chosen += [e for e in experiments_for_claims([n for n in names if n not in suites]) if e not in chosen]
+    order = {e: i for i, e in enumerate(experiments_for(suites))}
+    return names, sorted(chosen, key=lambda e: order.get(e, len(order)))
 
 
 def options_of(suite: str, quick: bool, seed: int) -> dict:
@@ -44,7 +67,7 @@ def recorded_options(out: Path) -> dict | None:
 
 
 def reproduce(
-    suite: str,
+    suite: str | list[str],
     out: Path,
     *,
     quick: bool = False,
@@ -54,50 +77,38 @@ def reproduce(
     command: str = "",
     resume: bool = False,
     log: ExperimentLog | None = None,
+    compare: Comparison | None = None,
 ) -> tuple[list[ClaimResult], dict]:
-    """Run a suite (one of ``available_suites()``, or ``all``) and write its report into ``out``.
+    """Run suites (``available_suites()``, or ``all``) or the experiments that claims need (claim ids,
+    e.g. ``["P4", "B3"]``), and write the report into ``out``.
 
-    ``resume`` reuses the experiments already finished in ``out`` with the same options. On Ctrl-C
+    ``resume`` reuses the experiments already finished in ``out`` with the same options; ``compare``
+    (``Comparison.load(previous claims.json)``) puts a previous output's verdicts beside these. On Ctrl-C
     the report is still written (meta ``status: interrupted``) and ``ExperimentsInterrupted``
     (a KeyboardInterrupt, with ``claims`` and ``meta``) is raised."""
-    names = available_suites() if suite == "all" else [suite]
+    names, experiments = resolve_targets([suite] if isinstance(suite, str) else list(suite))
+    suite = " ".join(names)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / MANIFEST_FILE, options_of(suite, quick, seed))
     ctx = Context(out=out, quick=quick, seed=seed, workers=workers, progress=progress)
     start = time.perf_counter()
     stopped: ExperimentsInterrupted | None = None
     try:
-        claims = run_experiments(ctx, experiments_for(names), resume=resume, log=log)
+        claims = run_experiments(ctx, experiments, resume=resume, log=log)
     except ExperimentsInterrupted as stop:
         claims, stopped = stop.claims, stop
     meta = {
         "command": command or f"lipschitz-icl reproduce {suite}" + (" --quick" if quick else ""),
-        "suites": ", ".join(names), "size": "quick" if quick else "full", "seed": seed,
+        "suites": ", ".join(available_suites() if "all" in names else names),
+        "size": "quick" if quick else "full", "seed": seed,
         "wall_s": round(time.perf_counter() - start, 1),
         "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), **software_meta(),
         "status": "interrupted" if stopped is not None else "finished",
     }
     with deferred_signals():  # a further Ctrl-C waits until the report is whole
-        configs = _configs_used(out)
-        write_claims_json(out, claims, meta)
-        write_report_md(out, claims, meta)
-        write_report_html(out, claims, meta, configs)
+        write_report(out, claims, meta, compare)
     if stopped is not None:
         stopped.meta = meta
         raise stopped
     return claims, meta
 
-
-def _configs_used(out: Path, limit: int = 12) -> dict[str, str]:
-    """One resolved config per run group (the first run's), for the report."""
-    found: dict[str, str] = {}
-    runs_root = out / "runs"
-    if not runs_root.is_dir():
-        return found
-    for group in sorted(p for p in runs_root.iterdir() if p.is_dir()):
-        cfgs = sorted(group.glob("*/config.yaml"))
-        if cfgs:
-            found[f"{group.name} (first of {len(cfgs)} runs: {cfgs[0].parent.name})"] = cfgs[0].read_text()
-        if len(found) >= limit:
-            break
-    return found

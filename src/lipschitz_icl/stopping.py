@@ -1,6 +1,7 @@
 """The stopping rules of a training run, shared by the single-run and the batched trainer.
 
-A run ends when its loss reaches epsilon (``converged``), when its step budget is spent
+A run ends when its loss reaches epsilon (``converged``; ``trivial`` when the initial loss already
+is at or below it, so nothing was learned), when its step budget is spent
 (``budget``), or when its loss is not finite or exceeds ``diverge_factor`` times its initial
 loss (``diverged``). Ctrl-C ends it as ``interrupted`` and an error raised while training as
 ``failed``; every metric recorded before that is kept.
@@ -18,7 +19,7 @@ from .config import Config, TrainConfig
 
 @dataclass
 class TrainOutcome:
-    status: str  # converged | budget | diverged | interrupted | failed
+    status: str  # converged | trivial | budget | diverged | interrupted | failed
     steps: int  # updates done (the step at which the run ended)
     wall_s: float
     final_loss: float | None
@@ -69,8 +70,8 @@ class RunState:
         done = loss <= target_loss(tc, self.loss_0)
         self.last_loss, self.last_attn = loss, attn_min
         record = step % tc.log_every == 0 or done or step == tc.steps
-        if done:
-            self.status, self.T_eps = "converged", step
+        if done:  # met at step 0: the target asked nothing of training, the run learned nothing
+            self.status, self.T_eps = ("trivial" if step == 0 else "converged"), step
         return record, done or step == tc.steps
 
     def outcome(self) -> TrainOutcome:

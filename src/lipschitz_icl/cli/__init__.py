@@ -10,6 +10,7 @@ from .analyze import analyze_command
 from .bench import bench_command
 from .common import OneLineUsageErrors
 from .evaluate import evaluate_command
+from .report import report_command
 from .reproduce import reproduce_command
 from .run import run_command
 from .sweep import sweep_app
@@ -38,6 +39,7 @@ app.command("theory")(theory_command)
 app.command("analyze")(analyze_command)
 app.add_typer(sweep_app, name="sweep")
 app.command("reproduce")(reproduce_command)
+app.command("report")(report_command)
 app.command("evaluate")(evaluate_command)
 app.command("bench")(bench_command)
 

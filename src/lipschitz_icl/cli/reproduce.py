@@ -9,10 +9,11 @@ import typer
 from rich.table import Table
 
 from ..errors import UserInputError
+from ..experiments import claim_ids
 from ..experiments.checkpoint import ExperimentsInterrupted
-from ..report import sorted_claims
+from ..report import Comparison, sorted_claims
 from ..report import update_readme as write_readme
-from ..reproduce import available_suites, options_of, recorded_options, reproduce
+from ..reproduce import available_suites, options_of, recorded_options, reproduce, resolve_targets
 from ..store import claim_new_dir
 from .common import check_out_path, err, esc, fail, progress_bar, sigterm_as_interrupt, user_errors
 from .common import out as console
@@ -23,7 +24,7 @@ VERDICT_STYLE = {"supported": "green", "not supported": "red", "inconclusive": "
 def _default_out(suite: str, quick: bool, resume: bool = False) -> Path:
     """reproduce-out/<suite>[-quick], or the first free -1, -2, ..., created atomically so that two
     simultaneous jobs never share it (with ``resume``: the base, as it is)."""
-    base = Path("reproduce-out") / (suite + ("-quick" if quick else ""))
+    base = Path("reproduce-out") / (suite.replace(" ", "-") + ("-quick" if quick else ""))
     return base if resume else claim_new_dir(base)
 
 
@@ -60,7 +61,10 @@ def _experiment_logger():
 
 
 def reproduce_command(
-    suite: str = typer.Argument("all", help=" | ".join([*available_suites(), "all"])),
+    targets: list[str] = typer.Argument(
+        None, show_default=False, metavar="[SUITE|CLAIM]...",
+        help=f"Suites ({' | '.join([*available_suites(), 'all'])}; default all) and/or claim ids "
+             f"({', '.join(claim_ids())}): only the experiments those claims need run."),
     quick: bool = typer.Option(False, "--quick", help="Reduced sizes: a few minutes on a laptop CPU."),
     out_dir: Path = typer.Option(None, "--out", "-o", help="Output directory (default: reproduce-out/<suite>)."),
     seed: int = typer.Option(0, "--seed", min=0, help="Base seed of every experiment."),
@@ -68,10 +72,16 @@ def reproduce_command(
     force: bool = typer.Option(False, "--force", help="Write into --out even if it holds files (start over)."),
     resume: bool = typer.Option(False, "--resume", help="Finish an interrupted reproduce in --out (same options)."),
     update_readme: Path = typer.Option(None, "--update-readme", help="Replace the claims table in this README."),
+    compare_with: Path = typer.Option(None, "--compare-with", help="A previous output's claims.json (e.g. the "
+                                      "quick run): its verdicts go beside these, with why they differ."),
 ) -> None:
     """Test the claims of the paper, its predecessor and the write-up (docs/CLAIMS.md).
 
-    Writes figures (PNG and PDF), claims.json, report.md and a self-contained report.html.
+    `reproduce P4 B3 --quick` runs only the experiments that test P4 and B3 (with every claim
+    they test); suite names and claim ids can be mixed.
+
+    Writes figures (PNG and PDF), claims.json, claims.csv, claims.tex, report.md and a
+    self-contained report.html (`lipschitz-icl report OUT` writes the report again).
     Each claim gets a criterion fixed before the run, a measured statistic and a verdict:
     supported, not supported or inconclusive. Ctrl-C or SIGTERM stops it with exit 130 and a
     report whose unfinished claims say `interrupted`; the same command again (or --resume)
@@ -79,11 +89,11 @@ def reproduce_command(
     """
     with user_errors(), sigterm_as_interrupt():
         check_out_path(out_dir, "--out")
-        allowed = [*available_suites(), "all"]
-        if suite not in allowed:
-            raise UserInputError(f"suite {suite!r} is not known (allowed: {', '.join(allowed)})")
+        names, _ = resolve_targets(list(targets or ["all"]))
+        suite = " ".join(names)
         if update_readme is not None and not update_readme.is_file():
             raise UserInputError(f"--update-readme {update_readme}: no such file")
+        compare = Comparison.load(compare_with) if compare_with is not None else None
         out, resuming = _choose_out(out_dir, suite, quick, seed, resume=resume, force=force)
         if resuming:
             err.print(esc(f"resuming in {out}: finished experiments are reused"), highlight=False)
@@ -97,8 +107,8 @@ def reproduce_command(
                 bar.update(tasks[label], completed=done, total=total)
 
             try:
-                claims, meta = reproduce(suite, out, quick=quick, seed=seed, workers=workers, progress=progress,
-                                         command=cmd, resume=resuming, log=_experiment_logger())
+                claims, meta = reproduce(names, out, quick=quick, seed=seed, workers=workers, progress=progress,
+                                         command=cmd, resume=resuming, log=_experiment_logger(), compare=compare)
             except ExperimentsInterrupted as stop:
                 n = sum(c.statistic.get("status") == "interrupted" for c in stop.claims)
                 fail(f"interrupted ({stop.signal_name}): {n} claims marked interrupted in {out}/report.md; "
@@ -115,5 +125,6 @@ def _print_claims(claims, meta: dict, out: Path) -> None:
         table.add_column(col)
     for c in sorted_claims(claims):
         style = VERDICT_STYLE.get(c.verdict, "")
-        table.add_row(esc(c.id), f"[{style}]{esc(c.verdict)}[/]", esc(c.experiment), f"{c.wall_s:.0f}")
+        forced = " (forced)" if c.forced else ""
+        table.add_row(esc(c.id), f"[{style}]{esc(c.verdict)}[/]{forced}", esc(c.experiment), f"{c.wall_s:.0f}")
     console.print(table)

@@ -9,7 +9,16 @@ from __future__ import annotations
 from . import kernel, linear_vs_nonlinear, paper, sampled, scaling, writeup  # noqa: F401  (registration)
 from .checkpoint import ExperimentLog, run_all
 from .claims import ClaimResult
-from .registry import Experiment, experiment, experiments_for, registered, suite_names, suites
+from .registry import (
+    Experiment,
+    claim_ids,
+    experiment,
+    experiments_for,
+    experiments_for_claims,
+    registered,
+    suite_names,
+    suites,
+)
 from .runner import Context
 
 
@@ -21,6 +30,7 @@ def run_experiments(ctx: Context, experiments: list[Experiment], resume: bool = 
 
 
 __all__ = [
-    "Context", "Experiment", "experiment", "experiments_for", "registered", "run_experiments", "suite_names",
+    "Context", "Experiment", "claim_ids", "experiment", "experiments_for", "experiments_for_claims", "registered",
+    "run_experiments", "suite_names",
     "suites",
 ]

@@ -95,6 +95,7 @@ class ClaimResult:
     interval: dict[str, list[float]] = field(default_factory=dict)  # statistic name -> [low, high]
     size: str = ""  # tiny | quick | full: the sizes the experiment ran at
     undecided_because: str = ""  # for an inconclusive verdict: what would decide it
+    captions: dict[str, str] = field(default_factory=dict)  # figure path -> what to look at (optional)
 
     def as_dict(self) -> dict[str, Any]:
         return _clean(asdict(self))

@@ -70,6 +70,16 @@ def suite_names() -> list[str]:
     return list(suites())
 
 
+def claim_ids() -> list[str]:
+    """The claim ids some registered experiment tests, in claims-table order."""
+    return sorted({cid for exp in registered() for cid in exp.claims}, key=claim_rank)
+
+
+def experiments_for_claims(ids: list[str]) -> list[Experiment]:
+    """The experiments that test any of the claims ``ids``, each once, in order."""
+    return [exp for exp in registered() if set(exp.claims) & set(ids)]
+
+
 def experiments_for(names: list[str]) -> list[Experiment]:
     """The experiments of the named suites, each once, in order."""
     table = suites()

@@ -24,7 +24,7 @@ from ..errors import UserInputError
 
 INDEX_FILE = "index.sqlite"
 RUNS_DIR = "runs"
-FINISHED = ("converged", "budget", "diverged")  # a row with one of these is never rerun (unless --force)
+FINISHED = ("converged", "trivial", "budget", "diverged")  # a row with one of these is never rerun (unless --force)
 SCHEMA_VERSION = 1
 
 # (column, SQL type, meaning): the documented schema (docs/SWEEPS.md)
@@ -33,7 +33,7 @@ COLUMNS: list[tuple[str, str, str]] = [
     ("name", "TEXT NOT NULL", "run directory under runs/"),
     ("point", "INTEGER", "position of the run in the spec (or in the list of configs)"),
     ("axes", "TEXT NOT NULL", "JSON object of the axis values that define the run"),
-    ("status", "TEXT NOT NULL", "pending | converged | budget | diverged | interrupted | failed"),
+    ("status", "TEXT NOT NULL", "pending | converged | trivial | budget | diverged | interrupted | failed"),
     ("seed", "INTEGER", "the run's seed"),
     ("steps", "INTEGER", "gradient steps done"),
     ("final_loss", "REAL", "loss at the end"),

@@ -1,0 +1,116 @@
+"""report.md: the claims table, then per claim the reason for its verdict, the criterion, the
+statistic as a table (raw JSON folded), figures with captions (each shown once), run warnings and,
+with ``--compare-with``, the previous run's verdict beside it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..experiments.claims import VERDICTS, ClaimResult
+from ..store import atomic_write_text
+from .data import Comparison, figure_owners, run_warnings, sorted_claims
+from .text import MAX_ROWS, caption, flatten, fmt, reason
+
+
+def claims_table_md(claims: list[ClaimResult], link_root: str = "") -> str:
+    lines = ["| claim | verdict | statistic (abridged) | figure |", "|---|---|---|---|"]
+    for c in sorted_claims(claims):
+        fig = f"[{Path(c.figures[0]).name}]({link_root}{c.figures[0]})" if c.figures else ""
+        forced = " (forced)" if c.forced else ""
+        lines.append(f"| {c.id} | **{c.verdict}**{forced} | {_abridge(c.statistic)} | {fig} |")
+    return "\n".join(lines)
+
+
+def _abridge(stat: dict, limit: int = 160) -> str:
+    """Scalars of the statistic, and the scalars of its nested mappings one level down."""
+    parts = []
+
+    def add(key: str, v) -> None:
+        if isinstance(v, int | float | str | bool) or v is None:
+            parts.append(f"{key}={fmt(v) if isinstance(v, float) else v}")
+
+    for k, v in stat.items():
+        if isinstance(v, dict):
+            for kk, vv in v.items():
+                add(f"{k}[{kk}]", vv)
+        else:
+            add(k, v)
+    text = ", ".join(parts)
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    return text.replace("|", "\\|")
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _compare_md(claims: list[ClaimResult], meta: dict, cmp: Comparison) -> list[str]:
+    lines = [f"## Side by side with {cmp.source or 'a previous run'}", "",
+             "| claim | verdict here | verdict there | why they differ |", "|---|---|---|---|"]
+    for c in sorted_claims(claims):
+        size, size_before, prev, why = cmp.pair(c, str(meta.get("size", "")))
+        there = f"{prev.verdict} ({size_before})" if prev else "—"
+        lines.append(f"| {c.id} | {c.verdict} ({size}) | {there} | {_cell(why or 'same verdict')} |")
+    return [*lines, ""]
+
+
+def _statistic_md(c: ClaimResult) -> list[str]:
+    rows = flatten(c.statistic)
+    lines = ["| quantity | value |", "|---|---|", *[f"| {_cell(k)} | {_cell(v)} |" for k, v in rows[:MAX_ROWS]]]
+    if len(rows) > MAX_ROWS:
+        lines.append(f"| … | {len(rows) - MAX_ROWS} more in the raw JSON |")
+    raw = json.dumps(c.statistic, indent=1, default=str)
+    return [*lines, "", "<details><summary>raw statistic (JSON)</summary>", "", "```json", raw, "```", "",
+            "</details>", ""]
+
+
+def _figures_md(c: ClaimResult, owners: dict[str, str]) -> list[str]:
+    lines = []
+    for f in c.figures:
+        if owners.get(f, c.id) == c.id:
+            lines += [f"![{c.id}: {Path(f).name}]({f})", "", f"*{caption(c, f)}*", ""]
+        else:
+            lines += [f"Figure `{Path(f).name}`: shown under [{owners[f]}](#{owners[f]}).", ""]
+    return lines
+
+
+def _claim_md(out: Path, c: ClaimResult, meta: dict, owners: dict[str, str], cmp: Comparison | None) -> list[str]:
+    warnings = run_warnings(out, c.runs)
+    flags = (" · **forced**" if c.forced else "") + (f" · ⚠ {len(warnings)} run(s) need care" if warnings else "")
+    parts = [f'<a id="{c.id}"></a>', "", f"## {c.id} — {c.verdict}{flags}", "", f"> {c.statement}", "",
+             f"**Why.** {reason(c, warnings)}", "", f"**Criterion.** {c.criterion}", "", "**Statistic.**", "",
+             *_statistic_md(c), *_figures_md(c, owners)]
+    if warnings:
+        parts += ["**⚠ Runs that ended at step 0 or did not end normally.**", "", *[f"- `{w}`" for w in warnings], ""]
+    if cmp is not None:
+        _, size_before, prev, why = cmp.pair(c, str(meta.get("size", "")))
+        if prev is not None:
+            parts += [f"**At {size_before} size:** {why or prev.verdict + ', the same verdict.'}", ""]
+    if c.notes:
+        parts += [f"**Notes.** {c.notes}", ""]
+    return [*parts, f"Experiment `{c.experiment}`, {c.wall_s:.1f} s, {len(c.runs)} runs.", ""]
+
+
+def write_report_md(out: Path, claims: list[ClaimResult], meta: dict, compare: Comparison | None = None) -> Path:
+    counts = {v: sum(c.verdict == v for c in claims) for v in VERDICTS}
+    parts = [
+        "# lipschitz-icl reproduce report", "",
+        f"Command: `{meta.get('command', '')}` · size: {meta.get('size')} · seed: {meta.get('seed')} · "
+        f"wall time: {meta.get('wall_s', 0):.1f} s", "",
+        "Verdicts: " + ", ".join(f"{v}: {n}" for v, n in counts.items()), "",
+    ]
+    if meta.get("status") == "interrupted":
+        parts += ["**⚠ This reproduce was interrupted: claims marked interrupted have no verdict.**", ""]
+    if meta.get("size") == "quick":
+        parts += ["*Quick size: fewer values, seeds and steps; runs that miss their target within the step budget "
+                  "are censored, so several verdicts can be `inconclusive` at this size.*", ""]
+    parts += [claims_table_md(claims), ""]
+    if compare is not None:
+        parts += _compare_md(claims, meta, compare)
+    owners = figure_owners(claims)
+    for c in sorted_claims(claims):
+        parts += _claim_md(out, c, meta, owners, compare)
+    path = out / "report.md"
+    atomic_write_text(path, "\n".join(parts) + "\n")
+    return path

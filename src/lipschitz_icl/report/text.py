@@ -1,0 +1,178 @@
+"""The words of the reproduce report: numbers formatted, statistics flattened into rows, a
+plain-language reason for each verdict, figure captions, and why two runs of a claim disagree.
+
+Pure functions of a ClaimResult (and of the run warnings ``report_data.run_warnings`` found)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from ..experiments.claims import NOT_SUPPORTED, SUPPORTED, ClaimResult
+
+MAX_ROWS = 60  # statistic rows shown in a table; the raw JSON holds the rest
+MAX_ITEMS = 12  # items of a list shown inline
+
+
+def fmt(value: Any) -> str:
+    """A number to 4 significant digits (scientific outside [1e-3, 1e5)); None as an em dash."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return str(value)
+        if value == 0:
+            return "0"
+        return f"{value:.3g}" if abs(value) >= 1e5 or abs(value) < 1e-3 else f"{value:.4g}"
+    return str(value)
+
+
+def _is_scalar(v: Any) -> bool:
+    return v is None or isinstance(v, bool | int | float | str)
+
+
+def flatten(stat: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    """(name, formatted value) rows: nested mappings as ``outer › inner``, lists of scalars inline."""
+    rows: list[tuple[str, str]] = []
+    for key, v in stat.items():
+        name = f"{prefix} › {key}" if prefix else str(key)
+        if isinstance(v, dict):
+            rows += flatten(v, name) if v else [(name, "{}")]
+        elif isinstance(v, list | tuple) and all(_is_scalar(x) for x in v):
+            shown = ", ".join(fmt(x) for x in v[:MAX_ITEMS])
+            rows.append((name, f"[{shown}{', …' if len(v) > MAX_ITEMS else ''}]" + (
+                f" ({len(v)} values)" if len(v) > MAX_ITEMS else "")))
+        elif isinstance(v, list | tuple):
+            for i, x in enumerate(v):
+                rows += flatten(x, f"{name}[{i}]") if isinstance(x, dict) else [(f"{name}[{i}]", fmt(x))]
+        else:
+            rows.append((name, fmt(v)))
+    return rows
+
+
+def numbers(stat: dict[str, Any]) -> dict[str, float]:
+    """The statistic's numeric leaves (booleans excluded), by flattened name."""
+    out: dict[str, float] = {}
+    for key, v in stat.items():
+        if isinstance(v, dict):
+            out.update({f"{key} › {k}": x for k, x in numbers(v).items()})
+        elif isinstance(v, int | float) and not isinstance(v, bool):
+            out[str(key)] = float(v)
+    return out
+
+
+def headline(stat: dict[str, Any], limit: int = 4) -> str:
+    rows = flatten(stat)
+    shown = "; ".join(f"{k} = {v}" for k, v in rows[:limit])
+    return shown + (f" (and {len(rows) - limit} more)" if len(rows) > limit else "")
+
+
+def is_interrupted(c: ClaimResult) -> bool:
+    return c.statistic.get("status") == "interrupted"
+
+
+def reason(c: ClaimResult, warnings: list[str] | None = None) -> str:
+    """One paragraph saying, in plain words, why the claim got its verdict."""
+    if is_interrupted(c):
+        return ("No verdict: the experiment was interrupted (Ctrl-C or SIGTERM) before it finished, so the claim "
+                "is inconclusive by rule. Run the same command again (or add --resume) to finish it.")
+    if c.criterion == "(experiment failed)":
+        return (f"No verdict: the experiment raised an error ({c.statistic.get('error', '?')}), so the claim is "
+                "inconclusive by rule; the traceback is in the notes.")
+    parts = [_verdict_sentence(c)]
+    if "ended interrupted or failed" in c.notes:
+        parts.append("The verdict was set to inconclusive because some of its runs ended interrupted or failed.")
+    if c.forced:
+        parts.append(f"The outcome is forced, not evidence: {c.forced_reason or 'no reason recorded'}. It could "
+                     "not have come out otherwise on this data.")
+    if c.censored:
+        parts.append(f"{c.censored} run(s) are censored (they did not reach their target within the step budget); "
+                     "they are counted, not dropped, and a verdict resting on them is weaker.")
+    if c.interval:
+        parts.append("Intervals: " + "; ".join(f"{k} in [{fmt(_at(v, 0))}, {fmt(_at(v, 1))}]"
+                                               for k, v in c.interval.items()) + ".")
+    if c.size:
+        parts.append(f"Measured at {c.size} size" + (" (fewer values, seeds and steps than full size)."
+                                                    if c.size in ("quick", "tiny") else "."))
+    if warnings:
+        parts.append(f"{len(warnings)} of its {len(c.runs)} runs ended at step 0 or were interrupted "
+                     "(see the warning): those runs are not evidence of learning.")
+    return " ".join(parts)
+
+
+def _at(v: Any, i: int) -> Any:
+    return v[i] if isinstance(v, list | tuple) and len(v) > i else None
+
+
+def _verdict_sentence(c: ClaimResult) -> str:
+    measured = headline(c.statistic) or "nothing"
+    if c.verdict == SUPPORTED:
+        return (f"Supported: the measured statistic ({measured}) meets the criterion's condition for support and "
+                "not its condition for refutation.")
+    if c.verdict == NOT_SUPPORTED:
+        return (f"Not supported: the measured statistic ({measured}) meets the criterion's condition for refutation "
+                "and not its condition for support, so the measurement contradicts the claim as tested.")
+    tail = (f" What would decide it: {c.undecided_because}." if c.undecided_because
+            else " The experiment did not record what would decide it.")
+    return (f"Inconclusive: the measured statistic ({measured}) meets neither of the criterion's conditions "
+            f"(or both).{tail}")
+
+
+def caption(c: ClaimResult, figure: str) -> str:
+    """The experiment's caption for ``figure`` (ClaimResult.captions), else one from the claim."""
+    given = (c.captions or {}).get(figure)
+    if given:
+        return given
+    return (f"{Path(figure).stem} ({c.id}). What to look at: the curves or points the statistic above is computed "
+            "from; read them against the criterion (no caption was given by the experiment).")
+
+
+def why_differs(now: ClaimResult, before: ClaimResult, size_now: str, size_before: str) -> str:
+    """Why the verdicts of two runs of a claim differ ('' when they agree), from their statistics and flags."""
+    if now.verdict == before.verdict:
+        return ""
+    reasons: list[str] = []
+    for c, label in ((before, size_before or "before"), (now, size_now or "now")):
+        if is_interrupted(c):
+            reasons.append(f"the {label} run was interrupted")
+    if now.censored != before.censored:
+        reasons.append(f"censored runs {before.censored} ({size_before}) vs {now.censored} ({size_now})")
+    if now.forced != before.forced:
+        reasons.append(f"forced only at {size_now if now.forced else size_before} size")
+    for name in sorted(set(now.interval) & set(before.interval)):
+        a, b = before.interval[name], now.interval[name]
+        if None not in (_at(a, 0), _at(a, 1), _at(b, 0), _at(b, 1)):
+            overlap = a[0] <= b[1] and b[0] <= a[1]
+            reasons.append(f"interval of {name} [{fmt(a[0])}, {fmt(a[1])}] vs [{fmt(b[0])}, {fmt(b[1])}] "
+                           f"({'overlapping: the difference is within the uncertainty' if overlap else 'disjoint'})")
+    reasons += _changed_numbers(before.statistic, now.statistic, now.criterion)
+    if not reasons:
+        reasons.append("no statistic in common changed; compare the raw statistics")
+    return (f"{before.verdict} at {size_before or 'before'} vs {now.verdict} at {size_now or 'now'}: "
+            + "; ".join(reasons) + f". Criterion: {now.criterion}")
+
+
+def _changed_numbers(a: dict, b: dict, criterion: str = "", limit: int = 4) -> list[str]:
+    """The numbers that moved: first those the criterion names (e.g. ``breakpoint``), then censoring
+    counts, then the largest relative changes."""
+    na, nb = numbers(a), numbers(b)
+    text = criterion.lower()
+    changes = []
+    for k in set(na) & set(nb):
+        x, y = na[k], nb[k]
+        if math.isfinite(x) and math.isfinite(y) and x != y:
+            leaf = k.rsplit(" › ", 1)[-1].lower()
+            named = leaf in text or leaf.replace("_", " ") in text
+            changes.append((named, "censor" in leaf, abs(y - x) / max(abs(x), abs(y), 1e-300), k, x, y))
+    changes.sort(reverse=True)
+    out = [f"{k} {fmt(x)} → {fmt(y)}" for *_, k, x, y in changes[:limit]]
+    gone = sorted(k for k in set(na) ^ set(nb))[:limit]
+    if gone:
+        out.append("measured in only one of them: " + ", ".join(gone))
+    return out
+
