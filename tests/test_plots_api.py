@@ -215,3 +215,11 @@ def test_time_vs_lipschitz_of_T1(tiny_sweep):
     assert ax.get_ylabel().startswith("T$_1$")
     y = np.concatenate([ln.get_ydata() for ln in ax.get_lines() if ln.get_label().startswith("runs")])
     np.testing.assert_allclose(np.sort(y), np.sort(plots.sweep_frame(tiny_sweep)["T_1"].dropna().to_numpy()))
+
+
+def test_saved_figures_come_as_png_pdf_and_svg(tmp_path):
+    fig, axes = plots.figure()
+    axes[0][0].plot([1, 2], [3, 4])
+    assert plots.save(fig, tmp_path, "f") == "figures/f.png"
+    assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == ["f.pdf", "f.png", "f.svg"]
+    assert (tmp_path / "figures" / "f.svg").read_text().lstrip().startswith("<?xml")

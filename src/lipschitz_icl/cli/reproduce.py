@@ -80,7 +80,7 @@ def reproduce_command(
     `reproduce P4 B3 --quick` runs only the experiments that test P4 and B3 (with every claim
     they test); suite names and claim ids can be mixed.
 
-    Writes figures (PNG and PDF), claims.json, claims.csv, claims.tex, report.md and a
+    Writes figures (PNG, PDF and SVG), claims.json, claims.csv, claims.tex, report.md and a
     self-contained report.html (`lipschitz-icl report OUT` writes the report again).
     Each claim gets a criterion fixed before the run, a measured statistic and a verdict:
     supported, not supported or inconclusive. Ctrl-C or SIGTERM stops it with exit 130 and a

@@ -34,13 +34,13 @@ def figure(ncols: int = 1, nrows: int = 1, width: float = 4.2, height: float = 3
 
 
 def save(fig, out_dir: Path, stem: str) -> str:
-    """Save as PNG and PDF under out_dir/figures; return the PNG's path relative to out_dir."""
+    """Save as PNG, PDF and SVG under out_dir/figures; return the PNG's path relative to out_dir."""
     fig_dir = Path(out_dir) / "figures"
     fig_dir.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    for ext in ("png", "pdf"):
+    for ext in ("png", "pdf", "svg"):
         buf = io.BytesIO()
-        fig.savefig(buf, format=ext)
+        fig.savefig(buf, format=ext, metadata={"Date": None} if ext == "svg" else None)
         atomic_write_bytes(fig_dir / f"{stem}.{ext}", buf.getvalue())  # never half a figure on disk
     plt.close(fig)
     return f"figures/{stem}.png"
