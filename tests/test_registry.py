@@ -107,3 +107,20 @@ def test_docs_claims_lists_every_claim_with_its_statement_and_experiment():
     for cid, statement in STATEMENTS.items():
         row = f"| {cid} | {statement.replace('|', chr(92) + '|')} | `{experiment_of[cid]}`"
         assert row in text, cid
+
+
+def test_a_new_claim_in_one_file_brings_its_statement(monkeypatch, tmp_path):
+    """Adding a claim is one file (statement, experiment, suite) plus a test: nothing else to edit."""
+    monkeypatch.setattr(registry, "_EXPERIMENTS", dict(registry._EXPERIMENTS))
+    try:
+        @registry.experiment("T2", suites=("toy2",), statements={"T2": "A toy claim: 2 + 2 = 4."})
+        def exp_toy2(ctx: Context) -> list[ClaimResult]:
+            return [claim("T2", "Supported if 2 + 2 == 4.", {"sum": 4}, True, False)]
+
+        assert STATEMENTS["T2"] == "A toy claim: 2 + 2 = 4." and "toy2" in reproduce.available_suites()
+        claims_out, _ = reproduce.reproduce("toy2", tmp_path, quick=True)
+        assert [(c.id, c.statement, c.verdict) for c in claims_out] == [("T2", STATEMENTS["T2"], "supported")]
+        with pytest.raises(ValueError, match="another statement"):
+            registry.experiment("T2", suites=("toy2",), statements={"T2": "Something else."})
+    finally:
+        STATEMENTS.pop("T2", None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from .claims import STATEMENTS, ClaimResult, claim_rank
 from .runner import Context
@@ -19,13 +19,21 @@ Experiment = Callable[[Context], list[ClaimResult]]
 _EXPERIMENTS: dict[str, Experiment] = {}  # by function name
 
 
-def experiment(*claim_ids: str, suites: Sequence[str]) -> Callable[[Experiment], Experiment]:
-    """Register an experiment testing ``claim_ids`` (each needs a statement in claims.STATEMENTS)
-    in ``suites``. The wrapper records the claims (so a failure can be reported against them) and
-    sets each result's wall time and experiment name."""
+def experiment(*claim_ids: str, suites: Sequence[str],
+               statements: Mapping[str, str] | None = None) -> Callable[[Experiment], Experiment]:
+    """Register an experiment testing ``claim_ids`` in ``suites``. Each claim needs a statement:
+    a row of claims.STATEMENTS (the built-in claims, in report order), or one given here in
+    ``statements`` (a new claim in its own file: it is added to the table, after the rows there).
+    The wrapper records the claims (so a failure can be reported against them) and sets each
+    result's wall time and experiment name."""
+    for cid, text in (statements or {}).items():
+        if STATEMENTS.get(cid, text) != text:
+            raise ValueError(f"claim {cid!r} already has another statement in claims.STATEMENTS")
+        STATEMENTS[cid] = text
     missing = [cid for cid in claim_ids if cid not in STATEMENTS]
     if not claim_ids or missing or not suites:
-        raise ValueError(f"@experiment needs claim ids with a statement in claims.STATEMENTS (missing: {missing}) "
+        raise ValueError(f"@experiment needs claim ids with a statement (in claims.STATEMENTS or statements=; "
+                         f"missing: {missing}) "
                          f"and at least one suite (got {list(suites)})")
 
     def wrap(fn: Experiment) -> Experiment:
