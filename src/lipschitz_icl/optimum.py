@@ -107,6 +107,7 @@ class Crossing:
     min_attn_lo: float  # min_k Attn_k at the optimum at the bracket's ends
     min_attn_hi: float
     all_converged: bool  # every optimum of the bisection met the gradient tolerance
+    history: tuple[tuple[float, float], ...] = ()  # (L, min_k Attn_k at the optimum) at every L solved
 
 
 def attention_crossing(objective: ScoreObjective, tau: float, L_lo: float, L_hi: float, level: float = 0.5,
@@ -116,14 +117,16 @@ def attention_crossing(objective: ScoreObjective, tau: float, L_lo: float, L_hi:
     one at the nearer end of the bracket. L is None when the level is not bracketed."""
     lo, hi = population_optimum(objective, L_lo, tau, tol=tol), population_optimum(objective, L_hi, tau, tol=tol)
     ok = lo.converged and hi.converged
+    history = [(L_lo, lo.min_attn), (L_hi, hi.min_attn)]
     if not (lo.min_attn < level <= hi.min_attn):
-        return Crossing(None, L_lo, L_hi, lo.min_attn, hi.min_attn, ok)
+        return Crossing(None, L_lo, L_hi, lo.min_attn, hi.min_attn, ok, tuple(history))
     a, b = L_lo, L_hi
     for _ in range(iters):
         mid = math.sqrt(a * b)
         start = lo.M if abs(math.log(mid / a)) <= abs(math.log(b / mid)) else hi.M
         opt = population_optimum(objective, mid, tau, M0=start, tol=tol)
         ok = ok and opt.converged
+        history.append((mid, opt.min_attn))
         if opt.min_attn < level:
             a, lo = mid, opt
         else:
@@ -131,4 +134,4 @@ def attention_crossing(objective: ScoreObjective, tau: float, L_lo: float, L_hi:
     # interpolate in log L between the bracket's ends
     frac = (level - lo.min_attn) / (hi.min_attn - lo.min_attn) if hi.min_attn > lo.min_attn else 0.5
     L_cross = math.exp(math.log(a) + frac * (math.log(b) - math.log(a)))
-    return Crossing(L_cross, a, b, lo.min_attn, hi.min_attn, ok)
+    return Crossing(L_cross, a, b, lo.min_attn, hi.min_attn, ok, tuple(sorted(history)))
