@@ -6,11 +6,14 @@ import math
 
 import pytest
 
+from lipschitz_icl.api import load_run
 from lipschitz_icl.experiments.claims import VERDICTS
+from lipschitz_icl.experiments.kernel import exp_label_noise
 from lipschitz_icl.experiments.runner import Context
 from lipschitz_icl.experiments.sizes import TINY
 from lipschitz_icl.experiments.threshold import exp_regimes_visible, exp_threshold
 from lipschitz_icl.experiments.threshold_measure import scaling_test, scaling_verdict
+from lipschitz_icl.experiments.writeup import exp_sample_size_bound
 
 DD = [0.06, 0.12, 0.35, 0.63, 1.9]  # Delta delta of five settings: a 30x span
 
@@ -88,3 +91,25 @@ def test_r5_reuses_the_readings_without_new_runs(tiny_results):
     assert ctx.run_dirs == before  # measured once: P4's runs
     assert r5.id == "R5" and r5.verdict in VERDICTS and set(r5.statistic["by_reading"]) == {"P4b", "P4c", "P4d"}
     assert (ctx.out / r5.figures[0]).is_file()
+
+
+def test_label_noise_claim_is_judged_against_the_population_optimum(tmp_path):
+    # R3d used to ask min_k Attn_k >= 0.9 at tau = 2, which not even the optimum over every Q reaches
+    (r3d,) = exp_label_noise(Context(out=tmp_path, quick=True, sizes=TINY))
+    st = r3d.statistic
+    assert st["tau"] == [0.25, 2.0] and all(st["optimum_converged"])
+    assert st["optimum_min_attn"][1] < 0.9 and st["band_0.9_reachable_by_tau"] == [True, False]
+    assert r3d.verdict == "not supported"  # the band is unreachable at tau = 2, whatever the training
+
+
+def test_sample_size_claim_varies_the_in_context_examples_with_label_noise(tmp_path):
+    # B2 used to vary the number of training prompts of the sampled engine, with n never the context size
+    (b2,) = exp_sample_size_bound(Context(out=tmp_path, quick=True, sizes=TINY))
+    assert b2.statistic["tau"] > 0
+    runs = [load_run(tmp_path / r) for r in b2.runs]
+    assert {r.config.engine.kind for r in runs} == {"kernel"}
+    assert sorted({r.config.prompt.N for r in runs}) == sorted(TINY.finite_M)
+    # the error is the trained model's exact unseen-function error, at (or censored short of) the optimum
+    for name, errs in b2.statistic["error"].items():
+        for n, e in errs.items():
+            assert e is None or e == pytest.approx(b2.statistic["optimum_loss"][name][n], rel=0.05)
