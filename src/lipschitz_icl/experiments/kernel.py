@@ -115,7 +115,7 @@ def _noise_floor(cfg) -> float:
 @single_threaded
 def exp_label_noise(ctx: Context) -> list[ClaimResult]:
     crit = ("Quickstart setting (linear, L = 2, K = 5, N = 50), GD for the step budget, tau on a grid of 0.25 to 2. "
-            "Reference: the population optimum over M of the same loss at the same tau (optimum.py: L-BFGS to a "
+            "Reference: the population optimum over M of the same loss at the same tau (optimum.py: BFGS to a "
             "gradient tolerance, the run's count draws), its min_k Attn_k and its unseen-function error. Supported if "
             "for every tau the optimum's min_k Attn_k >= 0.9 (the statement's band is reachable) and the trained model "
             "is at the optimum (min_k Attn_k within 0.05 of it, test error <= 1.1 x the optimum's); not supported if "
