@@ -34,6 +34,10 @@ from .threshold_measure import (
 )
 
 EPS_ABS = (1e-2, 1e-3)  # P4b: absolute accuracies asked (the first is the reading's)
+HOMOGENEOUS_NOTE = ("The linear class on orthonormal features at another features.scale or d is the base setting "
+                    "rescaled (f is homogeneous), so those settings share L_x Delta delta by construction; the "
+                    "evidence across settings comes from the other classes (relu_net, sinusoid) and the gaussian "
+                    "features.")
 ETA_FIXED = 1.0  # P4d: the fixed step size (the quickstart's)
 FORCED_P4A = ("f = L g: under a relative eps without label noise GD depends on (eta, L) only through eta L^2, so "
               "the rescaled time eta L^2 T_eps is the same at every L wherever the steps are small")
@@ -99,7 +103,7 @@ def _located(ctx: Context, cid: str, crit: str, Lx: dict, settings: list[Setting
             "Delta_delta_by_setting": {st.name: st.dd for st in settings}, **extra}
     interval = {"slope": [test["slope_lo"], test["slope_hi"]]} if test["slope_lo"] is not None else {}
     return claim(cid, crit + " " + SCALING_MARGINS, stat, sup, ref, interval=interval | kw.pop("interval", {}),
-                 undecided_because=why, size=_size(ctx), **kw)
+                 undecided_because=why, size=_size(ctx), notes=HOMOGENEOUS_NOTE, **kw)
 
 
 def _p4b(ctx: Context, m: dict, fig: str) -> ClaimResult:
