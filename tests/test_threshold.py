@@ -50,8 +50,9 @@ def test_threshold_experiment_gives_every_reading_and_p4_summarises_them(tiny_re
         assert c.verdict in VERDICTS and c.statistic and c.size == "tiny"
         assert c.figures and all((ctx.out / f).is_file() for f in c.figures)
         assert (c.verdict == "inconclusive") == bool(c.undecided_because), c.id
-    assert {k: v["verdict"] for k, v in res["P4"].statistic.items()} == {
-        cid: res[cid].verdict for cid in ("P4a", "P4b", "P4c", "P4d")}
+    readings = ("P4a", "P4b", "P4c", "P4d")
+    assert {cid: res["P4"].statistic[cid]["verdict"] for cid in readings} == {cid: res[cid].verdict for cid in readings}
+    assert set(res["P4"].statistic["what_sets_L_x_over_Lstar"]) == {"P4b", "P4c", "P4d"}
     free = [res[cid].verdict for cid in ("P4b", "P4c", "P4d")]
     assert (res["P4"].verdict == "supported") == ("supported" in free)
 

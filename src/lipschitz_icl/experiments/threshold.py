@@ -181,6 +181,10 @@ def _p4(ctx: Context, readings: list[ClaimResult], fig: str) -> ClaimResult:
     stat = {r.id: {"verdict": r.verdict, "forced": r.forced, "median_Lx_over_Lstar":
                    r.statistic.get("median_Lx_over_Lstar"), "cv_Lx_dd": r.statistic.get("cv_Lx_dd"),
                    "slope": r.statistic.get("slope"), "slope_interval": r.interval.get("slope")} for r in readings}
+    stat["what_sets_L_x_over_Lstar"] = {  # the location is L* times a factor that the reading's own knob sets
+        "P4b": "sqrt(eps / (l0 / (Delta delta)^2)): grows as sqrt(eps)",
+        "P4c": "L_tau_coef x tau sqrt(K/N): grows as tau, falls about as 1/sqrt(N)",
+        "P4d": "eta_max at Q = 0 (L_x / L_d), not Delta delta"}
     sup = any(r.verdict == "supported" for r in free)
     ref = bool(free) and all(r.verdict == "not supported" for r in free)
     why = "" if sup != ref else "; ".join(f"{r.id}: {r.undecided_because}" for r in free if r.undecided_because)
