@@ -23,6 +23,15 @@ STATEMENTS: dict[str, str] = {
     "on functions never seen in training is below eps.",
     "P4": "The Lipschitz constant L governs the dynamics: a threshold L* of order 1/(Delta delta) separates a flat "
     "regime (L < L*) from a sharp regime (L > L*).",
+    "P4a": "Threshold, relative-accuracy reading: with eps relative to the initial loss and a fixed step size, the "
+    "convergence time changes behaviour along L, at an L of order L* = 1/(Delta delta).",
+    "P4b": "Threshold, absolute-accuracy reading: with a fixed absolute eps and a fixed step size, the convergence "
+    "time changes behaviour at an L_x that scales as 1/(Delta delta) across settings.",
+    "P4c": "Threshold, label-noise reading: with label noise tau > 0, the attention at the loss's optimum "
+    "concentrates on the query's own feature (min_k Attn_k > 1/2) above an L_tau that scales as 1/(Delta delta) "
+    "across settings.",
+    "P4d": "Threshold, step-size reading: at a fixed step size, gradient descent changes behaviour (instability, or "
+    "saturation in one step) above an L_x that scales as 1/(Delta delta) across settings.",
     "P5": "Flat regime: convergence time of order K log(K/eps) / (eta delta^2 L^2 Delta^2), i.e. slopes -2 in L, "
     "-2 in Delta, -1 in eta, about K log K in K.",
     "P6": "The flat regime tolerates larger step sizes; the sharp regime has larger gradients and needs smaller ones.",
@@ -58,6 +67,8 @@ STATEMENTS: dict[str, str] = {
     "R3d": "Label noise: with noisy context labels y_i = f(x_i) + tau eps_i, the trained attention still converges "
     "to the query's own feature (min_k Attn_k >= 0.9) and the error on clean targets of unseen functions reaches the "
     "noise floor of averaging the own-feature labels.",
+    "R5": "The two regimes separate visibly (R5): plotted against L/L*, some reading of the threshold shows a change "
+    "of behaviour at the same L/L*, of order 1, in every setting.",
     "R6": "No context token close to the query (R6): with continuous inputs the trained attention acts as a kernel "
     "smoother whose sharpness grows with L: ||Q|| increases and the attention window shrinks as L grows "
     "(kernel-regression theory with label noise: ||Q|| ~ L^(4/(m+2)), m the inputs' dimension).",

@@ -1,6 +1,6 @@
 """``reproduce paper`` (c): convergence times against L from L*/10 to 10 L*, and against eta,
-Delta and K in the flat regime. Tests P4 and P5 of the paper and B1, B3 of the companion
-write-up (so it runs in both the paper and the blog suite).
+Delta and K in the flat regime. Tests P5 of the paper and B1 of the companion write-up (so it
+runs in both the paper and the blog suite); the threshold itself (P4, B3) is threshold.py's.
 
 T_1 is the end of the fast phase and T_eps the first step with loss <= eps (relative to the
 initial loss), both from the run's summary; fits are log-log with 95% intervals over seeds.
@@ -20,15 +20,10 @@ from ..config import Config
 from ..fits import Fit
 from ..store import atomic_write_npy
 from .claims import ClaimResult, claim
-from .measure import L_star_of, breakpoint_loglog, fit_dict, intervals_overlap, safe_fit, slope_matches
+from .measure import L_star_of, breakpoint_loglog, fit_dict, safe_fit, slope_matches
 from .registry import experiment
 from .runner import Context, paper_base, rel_runs, run_group, with_overrides
 
-CRITERION_P4 = (
-    "Fit log T_eps against log L separately below and above L* (95% intervals over seeds). Supported if "
-    "the two slopes' intervals do not overlap and the best single breakpoint of a two-segment log-log "
-    "fit lies within a factor 3 of L*; not supported if the intervals overlap (one power law across "
-    "L*) or the breakpoint is more than a factor 10 away from L*.")
 CRITERION_P5 = (
     "In the flat regime (L < L*), fitted log-log slopes of T_eps: against L (predicted -2), eta (-1), "
     "Delta (-2), and against K log(K/eps) (+1). Supported if every slope's 95% interval contains its "
@@ -38,10 +33,6 @@ CRITERION_B1 = (
     "Slope of T_1 (fast phase) against L predicted -1; slope of T_eps - T_1 (slow phase) predicted -2, "
     "over all L that converge. Supported if both intervals contain the prediction (or within 0.3); not "
     "supported if either excludes it by more than 0.3.")
-CRITERION_B3 = (
-    "The measured breakpoint L_b of T_eps(L) is compared with sqrt(d/n), n = N context examples, and with "
-    "L* = 1/(Delta delta). Supported if L_b is within a factor 2 of sqrt(d/N) and closer to it than to "
-    "L* (in log); not supported if L_b is closer to L* or more than a factor 4 from sqrt(d/N).")
 KS = [2, 3, 4, 6, 8]  # values of K for the K log(K/eps) axis of P5
 
 
@@ -68,15 +59,14 @@ class FlatAxes:
     figure: str
 
 
-@experiment("P4", "P5", "B1", "B3", suites=("paper", "blog"))
+@experiment("P5", "B1", suites=("paper", "blog"))
 def exp_scaling(ctx: Context) -> list[ClaimResult]:
     """(c) T_1 and T_eps against L from L*/10 to 10 L* (and against eta, Delta, K in the flat regime)."""
     cfg = paper_base(ctx, "train.eps_mode=relative", f"train.eps={ctx.sizes.eps_rel}")
     L_star = L_star_of(cfg)  # L* = 1 / (Delta delta)
     sweep = _sweep_L(ctx, cfg, L_star)
     flat = _sweep_flat_axes(ctx, cfg, L_star)
-    return [_claim_p4(ctx, sweep, L_star), _claim_p5(ctx, sweep, flat), _claim_b1(ctx, sweep),
-            _claim_b3(ctx, sweep, cfg, L_star)]
+    return [_claim_p5(ctx, sweep, flat), _claim_b1(ctx, sweep)]
 
 
 def _sweep_L(ctx: Context, cfg: Config, L_star: float) -> LSweep:
@@ -130,18 +120,6 @@ def _sweep_flat_axes(ctx: Context, cfg: Config, L_star: float) -> FlatAxes:
     return FlatAxes(r_eta + r_D + r_K, fit_eta, fit_D, fit_K, L_flat, figure)
 
 
-def _claim_p4(ctx: Context, sweep: LSweep, L_star: float) -> ClaimResult:
-    fits, L_b = sweep.fits, sweep.breakpoint
-    overlap = intervals_overlap(fits["Teps_below"], fits["Teps_above"])
-    near = L_b is not None and L_star / 3 <= L_b <= 3 * L_star
-    far = L_b is not None and not (L_star / 10 <= L_b <= 10 * L_star)
-    stat = {"L_star": L_star, "breakpoint": L_b, **fit_dict(fits["Teps_below"], "Teps_below"),
-            **fit_dict(fits["Teps_above"], "Teps_above"), **fit_dict(fits["T1_below"], "T1_below"),
-            **fit_dict(fits["T1_above"], "T1_above"), "censored_runs": sum(t is None for t in sweep.Teps)}
-    return claim("P4", CRITERION_P4, stat, overlap is False and near, overlap is True or far,
-                 figures=[sweep.figure], runs=rel_runs(ctx, sweep.runs))
-
-
 def _claim_p5(ctx: Context, sweep: LSweep, flat: FlatAxes) -> ClaimResult:
     fit_L = sweep.fits["Teps_below"]
     checks = {"L": slope_matches(fit_L, -2), "eta": slope_matches(flat.fit_eta, -1),
@@ -158,20 +136,6 @@ def _claim_b1(ctx: Context, sweep: LSweep) -> ClaimResult:
     stat = {**fit_dict(fast, "fast_T1"), **fit_dict(slow, "slow_Teps_minus_T1")}
     return claim("B1", CRITERION_B1, stat, m1[0] and m2[0], m1[1] or m2[1], figures=[sweep.figure],
                  runs=rel_runs(ctx, sweep.runs))
-
-
-def _claim_b3(ctx: Context, sweep: LSweep, cfg: Config, L_star: float) -> ClaimResult:
-    L_b = sweep.breakpoint
-    d, N = cfg.features.d, cfg.prompt.N
-    blog_t = math.sqrt(d / N)  # the write-up's threshold sqrt(d/n)
-    if L_b is None:
-        s3, r3 = False, False
-    else:
-        closer_blog = abs(math.log(L_b / blog_t)) < abs(math.log(L_b / L_star))
-        s3 = closer_blog and L_b / blog_t <= 2 and blog_t / L_b <= 2
-        r3 = (not closer_blog) or max(L_b / blog_t, blog_t / L_b) > 4
-    stat = {"breakpoint": L_b, "sqrt_d_over_N": blog_t, "L_star": L_star, "d": d, "N": N}
-    return claim("B3", CRITERION_B3, stat, s3, r3, figures=[sweep.figure], runs=rel_runs(ctx, sweep.runs))
 
 
 def _scaling_figure(ctx, Ls, T1, Te, L_star, fits, stem) -> str:

@@ -1,0 +1,246 @@
+"""Measurements behind the threshold readings (threshold.py): the settings, each setting's theory
+(Delta delta, L* = 1/(Delta delta), the initial loss, lambda_max at Q = 0), the runs of P4a and
+P4d, the population-optimum crossings of P4c, and the scaling test of a location L_x against
+1/(Delta delta) across settings.
+
+Every built-in class is f = L g, so the loss at L is L^2 times the loss at L = 1 (docs/CLAIMS_METHOD.md):
+the settings' quantities are computed once at L = 1 and scaled.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..config import Config
+from ..optimum import Crossing, ScoreObjective, attention_crossing
+from ..problem import build_problem
+from ..theory import hessian_top_eigenvalue_at_init, theory_of
+from .runner import Context, run_group, with_overrides
+
+# (name, overrides): every setting has K = 5; Delta delta varies with the geometry (d, features.scale,
+# gaussian features) and the class. The first three are the TINY size's.
+SETTINGS: list[tuple[str, list[str]]] = [
+    ("orth-linear", []),
+    ("orth-linear-x3", ["features.scale=3"]),
+    ("orth-relu", ["task.kind=relu_net"]),
+    ("orth-linear-d16", ["features.d=16"]),
+    ("orth-relu-x0.5", ["task.kind=relu_net", "features.scale=0.5"]),
+    ("orth-sin", ["task.kind=sinusoid"]),
+    ("orth-sin-x2", ["task.kind=sinusoid", "features.scale=2"]),
+    ("gauss-linear", ["features.kind=gaussian", "features.d=8"]),
+    ("gauss-relu", ["features.kind=gaussian", "features.d=8", "task.kind=relu_net"]),
+]
+# P4c only: how L_tau moves with tau, N and K (orthonormal, linear)
+VARIATIONS: list[tuple[str, list[str], float]] = [
+    ("orth-linear-tau0.5", [], 0.5),
+    ("orth-linear-N20", ["prompt.N=20"], 1.0),
+    ("orth-linear-N200", ["prompt.N=200"], 1.0),
+    ("orth-linear-K3-d8", ["features.K=3", "features.d=8"], 1.0),
+    ("orth-linear-K8-d8", ["features.K=8", "features.d=8"], 1.0),
+]
+TAU = 1.0  # label noise of the P4c settings
+LEVEL = 0.5  # P4c: min_k Attn_k at the optimum crosses 1/2
+
+
+@dataclass
+class Setting:
+    name: str
+    cfg: Config  # at L = 1
+    Delta: float  # Δ
+    delta: float  # δ
+    L_star: float  # L* = 1 / (Δ δ)
+    loss0: float  # the initial loss at L = 1 (uniform scores), no label noise: ℓ₀
+    lam1: float  # λ_max of the Hessian at Q = 0, at L = 1 (λ_max(L) = L² λ₁)
+    objective: ScoreObjective = field(repr=False)
+
+    @property
+    def dd(self) -> float:
+        return self.Delta * self.delta
+
+
+def make_setting(name: str, cfg: Config) -> Setting:
+    cfg = with_overrides(cfg, ["task.L=1", f"name={name}"])
+    problem = build_problem(cfg)
+    th = theory_of(problem)
+    obj = ScoreObjective(problem)
+    lam = hessian_top_eigenvalue_at_init(problem, iters=40).value
+    return Setting(name, cfg, th.Delta, th.delta, th.L_star, obj.initial_loss(1.0), lam, obj)
+
+
+def settings_of(ctx: Context, base: Config) -> list[Setting]:
+    return [make_setting(name, with_overrides(base, ov)) for name, ov in SETTINGS[: ctx.sizes.thr_settings]]
+
+
+# ----------------------------------------------------------------------------- P4a: relative eps, small steps
+
+
+def relative_runs(ctx: Context, settings: list[Setting]) -> dict[str, list]:
+    """Per setting, GD at L / L* in the size's factors, one step size eta = 0.2 / (lambda_1 L_max^2) (a
+    tenth of the largest stable step at the largest L: small steps), stopping at loss <= eps_rel x the
+    initial loss."""
+    S = ctx.sizes
+    configs, owner = [], []
+    for st in settings:
+        L_max = max(S.thr_L_factors) * st.L_star
+        eta = 0.2 / (st.lam1 * L_max**2)  # η, fixed across L in this setting
+        for f in S.thr_L_factors:
+            configs.append(with_overrides(st.cfg, [
+                f"task.L={f * st.L_star:.8g}", f"train.lr={eta:.8g}", "train.eps_mode=relative",
+                f"train.eps={S.thr_eps_rel}", f"train.steps={S.thr_steps}", f"train.log_every={S.thr_log_every}",
+                f"name={st.name}-rel-{f:g}Lstar"]))
+            owner.append(st.name)
+    runs = run_group(ctx, "threshold-relative", configs, "P4a relative eps")
+    out: dict[str, list] = {st.name: [] for st in settings}
+    for name, r in zip(owner, runs, strict=True):
+        out[name].append(r)
+    return out
+
+
+def rescaled_time(run) -> float | None:
+    """s = eta L^2 T_eps: the rescaled time, the same for every L when the steps are small."""
+    T = run.summary["T_eps"]
+    return None if T is None else run.config.train.lr * run.config.task.L**2 * T
+
+
+# ----------------------------------------------------------------------------- P4c: the optimum's crossing
+
+
+def crossing_of(ctx: Context, st: Setting, tau: float) -> Crossing:
+    """L_tau where min_k Attn_k at the population optimum crosses 1/2 (bisection over [L*/30, 30 L*] x tau)."""
+    return attention_crossing(st.objective, tau, st.L_star * tau / 30, 30 * st.L_star * tau, LEVEL,
+                              iters=ctx.sizes.thr_bisect)
+
+
+def variation_settings(ctx: Context, base: Config) -> list[tuple[Setting, float]]:
+    if not ctx.sizes.thr_variations:
+        return []
+    return [(make_setting(name, with_overrides(base, ov)), tau) for name, ov, tau in VARIATIONS]
+
+
+# ----------------------------------------------------------------------------- P4d: fixed step size
+
+
+@dataclass
+class StepChange:
+    L_x: float | None  # geometric middle of the final bracket (None when not bracketed)
+    lo: float
+    hi: float
+    history: list[tuple[float, float, bool]]  # (L, T_eps (inf: unstable or slowed down), changed)
+    censored: int = 0  # runs stopped by the size's step cap before 4x the small-step time
+
+
+def _changed(run, s_ref: float) -> tuple[float, bool]:
+    """T_eps, and whether GD changed behaviour: unstable (diverged, or the loss rose), saturated in one step
+    (T_eps <= 1), or off the small-step trajectory: R = eta L^2 T_eps / s_ref outside [1/2, 2] (a run still
+    short of eps at 4x the small-step time s_ref / (eta L^2) has R > 4)."""
+    loss = run.series("loss").to_numpy()
+    rises = bool(np.any(np.diff(loss) > 1e-9 * np.abs(loss[1:])))
+    T = run.summary["T_eps"]
+    if run.summary["status"] == "diverged" or rises or T is None:
+        return math.inf, True
+    R = rescaled_time(run) / s_ref
+    return float(T), T <= 1 or not (0.5 <= R <= 2.0)
+
+
+def step_size_changes(ctx: Context, settings: list[Setting], s_ref: dict[str, float | None], eta: float
+                      ) -> tuple[dict[str, StepChange], list]:
+    """Per setting, bisect on log L in [L_d / 4, 4 L_d] (L_d = sqrt(2 / (eta lambda_1)), where eta = eta_max
+    at Q = 0) for the L at which GD at the fixed step eta changes behaviour; all settings' runs of one
+    bisection step go as one group. Only settings with a small-step time s_ref take part."""
+    S = ctx.sizes
+    live = {st.name: st for st in settings if s_ref.get(st.name)}
+    brackets = {n: [math.sqrt(2 / (eta * st.lam1)) / 4, 4 * math.sqrt(2 / (eta * st.lam1))] for n, st in live.items()}
+    hist: dict[str, list] = {n: [] for n in live}
+    censored = dict.fromkeys(live, 0)
+    state: dict[str, bool | None] = {}
+    all_runs = []
+    for it in range(S.thr_stab_bisect + 2):
+        points = {}
+        for n, (lo, hi) in brackets.items():
+            if it < 2 or state.get(n):
+                points[n] = (lo, hi)[it] if it < 2 else math.sqrt(lo * hi)
+        if not points:
+            break
+        configs = [_fixed_step_config(live[n], L, eta, s_ref[n], S, it) for n, L in points.items()]
+        runs = run_group(ctx, f"threshold-step-{it}", configs, f"P4d fixed step ({it + 1})")
+        all_runs.extend(runs)
+        for (n, L), run in zip(points.items(), runs, strict=True):
+            T, changed = _changed(run, s_ref[n])
+            hist[n].append((L, T, changed))
+            cap = run.config.train.steps < int(4 * s_ref[n] / (eta * L**2)) + 2
+            censored[n] += int(cap and run.summary["status"] == "budget")
+            if it == 0:
+                state[n] = not changed  # the lower end must be unchanged
+            elif it == 1:
+                state[n] = bool(state[n]) and changed  # and the upper end changed
+            else:
+                brackets[n][1 if changed else 0] = L
+    out = {}
+    for n, (lo, hi) in brackets.items():
+        ok = bool(state.get(n))
+        out[n] = StepChange(math.sqrt(lo * hi) if ok else None, lo, hi, sorted(hist[n]), censored[n])
+    return out, all_runs
+
+
+def _fixed_step_config(st: Setting, L: float, eta: float, s_ref: float, S, it: int) -> Config:
+    steps = max(2, min(S.thr_steps, int(4 * s_ref / (eta * L**2)) + 2))
+    return with_overrides(st.cfg, [
+        f"task.L={L:.8g}", f"train.lr={eta:g}", "train.eps_mode=relative", f"train.eps={S.thr_eps_rel}",
+        f"train.steps={steps}", "train.log_every=1", f"name={st.name}-step{it}-L{L:.4g}"])
+
+
+# ----------------------------------------------------------------------------- scaling test across settings
+
+
+def scaling_test(L_x: list[float | None], dd: list[float], seed: int, boots: int = 2000) -> dict:
+    """Does L_x scale as 1/(Delta delta)? CV of L_x Delta delta, log-log slope of L_x against 1/(Delta delta)
+    with a bootstrap interval over settings (percentile, 95%), and the span of Delta delta."""
+    pts = [(x, d) for x, d in zip(L_x, dd, strict=True) if x is not None and x > 0 and math.isfinite(x)]
+    out = {"n_settings": len(pts), "dd_span": None, "cv_Lx_dd": None, "slope": None, "slope_lo": None,
+           "slope_hi": None, "median_Lx_over_Lstar": None}
+    if len(pts) < 2:
+        return out
+    x = np.array([p[0] for p in pts])
+    d = np.array([p[1] for p in pts])
+    prod = x * d  # L_x Δδ = L_x / L*
+    lx, ld = np.log(x), np.log(1 / d)
+    out.update(dd_span=float(d.max() / d.min()), cv_Lx_dd=float(prod.std(ddof=1) / prod.mean()),
+               median_Lx_over_Lstar=float(np.median(prod)))
+    if np.ptp(ld) <= 0:
+        return out
+    out["slope"] = float(np.polyfit(ld, lx, 1)[0])
+    rng = np.random.default_rng(seed)
+    slopes = []
+    for _ in range(boots):
+        idx = rng.integers(0, len(pts), len(pts))
+        if np.ptp(ld[idx]) > 1e-9:
+            slopes.append(np.polyfit(ld[idx], lx[idx], 1)[0])
+    if slopes:
+        out["slope_lo"], out["slope_hi"] = (float(v) for v in np.percentile(slopes, [2.5, 97.5]))
+    return out
+
+
+def scaling_verdict(test: dict) -> tuple[bool, bool, str]:
+    """(supported, refuted, undecided_because) of 'L_x scales as 1/(Delta delta)' under the margins of
+    SCALING_MARGINS."""
+    if test["n_settings"] < 3 or test["dd_span"] is None or test["dd_span"] < 3 or test["slope_lo"] is None:
+        span = "n/a" if test["dd_span"] is None else f"{test['dd_span']:.2f}x"
+        return False, False, (f"Delta delta spans {span} over {test['n_settings']} settings with a located change "
+                              "(needs >= 3 settings spanning >= 3x): more settings of different geometry decide it")
+    lo, hi, cv = test["slope_lo"], test["slope_hi"], test["cv_Lx_dd"]
+    supported = cv <= 0.25 and lo >= 0.8 and hi <= 1.2
+    refuted = hi < 0.8 or lo > 1.2 or cv > 0.5
+    why = "" if supported != refuted else (
+        f"CV {cv:.2f} and slope interval [{lo:.2f}, {hi:.2f}] meet neither margin: more settings (a narrower "
+        "bootstrap interval) decide it")
+    return supported, refuted, why
+
+
+SCALING_MARGINS = (
+    "'L_x scales as 1/(Delta delta)' is supported if the coefficient of variation of L_x Delta delta across "
+    "settings is <= 0.25, the settings span >= 3x in Delta delta, and the 95% bootstrap interval (over settings) "
+    "of the log-log slope of L_x against 1/(Delta delta) lies within [0.8, 1.2]; not supported if that interval "
+    "lies entirely outside [0.8, 1.2] or the CV exceeds 0.5; otherwise (or with a narrower span) inconclusive.")
