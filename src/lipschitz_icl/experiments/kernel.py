@@ -274,5 +274,8 @@ def exp_linear_norm(ctx: Context) -> list[ClaimResult]:
     axes[0][1].set(xscale="log", xlabel="eta L^2 x step", ylabel="min_k Attn_k", title="attention in rescaled time")
     axes[0][1].legend(fontsize=7)
     fig_path = plots.save(fig, ctx.out, "ext_linear")
-    return [claim("R8", crit, stat, sup, ref, figures=[fig_path], runs=rel_runs(ctx, runs))]
+    reason = ("f = L g: at eta = 1 every L follows one trajectory in s = eta L^2 t and T_1 is scale-free, so its "
+              "slope is -2 wherever the steps are small; only the convergence part could fail")
+    return [claim("R8", crit, stat, sup, ref, figures=[fig_path], runs=rel_runs(ctx, runs), forced=True,
+                  forced_reason=reason, censored=sum(t is None for t in T1))]
 

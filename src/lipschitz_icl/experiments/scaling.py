@@ -42,6 +42,9 @@ CRITERION_B3 = (
     "The measured breakpoint L_b of T_eps(L) is compared with sqrt(d/n), n = N context examples, and with "
     "L* = 1/(Delta delta). Supported if L_b is within a factor 2 of sqrt(d/N) and closer to it than to "
     "L* (in log); not supported if L_b is closer to L* or more than a factor 4 from sqrt(d/N).")
+FORCED_B1 = (
+    "At a fixed eta every L follows one trajectory in s = eta L^2 t (f = L g), and T_1 and the relative T_eps "
+    "are scale-free, so both slopes are -2 wherever the steps are small: the fast phase's -1 cannot hold.")
 KS = [2, 3, 4, 6, 8]  # values of K for the K log(K/eps) axis of P5
 
 
@@ -156,8 +159,10 @@ def _claim_b1(ctx: Context, sweep: LSweep) -> ClaimResult:
     fast, slow = sweep.fits["T1_all"], sweep.fits["slow_all"]
     m1, m2 = slope_matches(fast, -1), slope_matches(slow, -2)
     stat = {**fit_dict(fast, "fast_T1"), **fit_dict(slow, "slow_Teps_minus_T1")}
+    interval = {name: [f.lo, f.hi] for name, f in (("fast_T1_slope", fast), ("slow_slope", slow)) if f is not None}
     return claim("B1", CRITERION_B1, stat, m1[0] and m2[0], m1[1] or m2[1], figures=[sweep.figure],
-                 runs=rel_runs(ctx, sweep.runs))
+                 runs=rel_runs(ctx, sweep.runs), forced=True, forced_reason=FORCED_B1, interval=interval,
+                 censored=sum(t is None for t in sweep.Teps))
 
 
 def _claim_b3(ctx: Context, sweep: LSweep, cfg: Config, L_star: float) -> ClaimResult:
