@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 
+from lipschitz_icl.experiments.measure import falling_crossing
 from lipschitz_icl.experiments.uncertainty import (
     Margin,
     bootstrap_interval,
@@ -52,3 +53,9 @@ def test_margin_decides_only_on_the_whole_interval():
 def test_ratio_spread():
     assert ratio_spread([1.0, 4.0, 2.0]) == 4.0
     assert math.isnan(ratio_spread([3.0, None]))
+
+
+def test_falling_crossing_interpolates_and_censors():
+    assert abs(falling_crossing([0.0, 0.5, 1.0], [0.9, 0.7, 0.3], 0.5) - 0.75) < 1e-12
+    assert falling_crossing([0.0, 1.0], [0.9, 0.6], 0.5) is None  # never below: censored at the grid's end
+    assert falling_crossing([0.0, 1.0], [0.4, 0.3], 0.5) == 0.0

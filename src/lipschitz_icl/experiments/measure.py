@@ -133,3 +133,15 @@ def score_move_ratio(run: Run) -> float | None:
     dA = float((A.loc[T1] - A.iloc[0]).abs().to_numpy().mean())
     dB = float((B.loc[T1] - B.iloc[0]).abs().to_numpy().mean())
     return dB / dA if dA > 0 else None
+
+
+def falling_crossing(x: list[float], y: list[float], level: float) -> float | None:
+    """The x at which y first falls below ``level``, linearly interpolated between grid points
+    (x increasing); x[0] when y starts below it, None when y never falls below it on the grid."""
+    for i, (xi, yi) in enumerate(zip(x, y, strict=True)):
+        if math.isfinite(yi) and yi < level:
+            if i == 0:
+                return float(xi)
+            x0, y0 = x[i - 1], y[i - 1]
+            return float(x0 + (y0 - level) / (y0 - yi) * (xi - x0))
+    return None
