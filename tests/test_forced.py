@@ -5,6 +5,7 @@ import math
 
 from lipschitz_icl.batch import run_many
 from lipschitz_icl.experiments.measure import score_move_ratio
+from lipschitz_icl.experiments.paper import _competition_events, phase_count
 from lipschitz_icl.experiments.runner import base_config, with_overrides
 from lipschitz_icl.experiments.uncertainty import bootstrap_loglog_slope
 from lipschitz_icl.experiments.writeup import _early_rate, _spearman
@@ -63,3 +64,17 @@ def test_b5_heldout_loss_ranks_L_where_the_training_loss_could_not():
     assert all(math.isfinite(h) and h > 0 for h in held)
     assert math.isfinite(_spearman(Ls, held))
     assert train_blog(1.0, 0, steps=5).heldout_loss == runs[1].heldout_loss  # seeded
+
+
+def test_h2_phases_follow_the_competition_of_own_and_dominant_attention():
+    """Huang, Cheng, Liang's phases: the dominant feature (p = 0.6) starts above 1/2 and above every rival, so
+    it has one phase; a rare feature goes through rival-overtaken, majority and convergence (the old
+    count_phases gave the dominant feature 5 phases)."""
+    cfg = base_config(["engine.draws=8", "train.log_every=5", "train.steps=1500", "features.probs=imbalanced",
+                       "features.p_max=0.6", "train.eps=1e-9"])
+    (run,) = run_many([cfg])
+    events = _competition_events(run)
+    phases = {k: phase_count(ev) for k, ev in events.items()}
+    assert phases[0] == 1 and events[0][0] == 0 and events[0][1] == 0
+    assert all(phases[k] == 3 for k in range(1, 5))
+    assert all(events[k][2] is not None and events[k][2] > events[0][2] for k in range(1, 5))
