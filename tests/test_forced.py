@@ -4,9 +4,11 @@ claims carry is proved here on a small case, so that the verdicts are decided el
 import math
 
 from lipschitz_icl.batch import run_many
+from lipschitz_icl.experiments import registered
 from lipschitz_icl.experiments.measure import score_move_ratio
 from lipschitz_icl.experiments.paper import _competition_events, phase_count
-from lipschitz_icl.experiments.runner import base_config, with_overrides
+from lipschitz_icl.experiments.runner import Context, base_config, with_overrides
+from lipschitz_icl.experiments.sizes import TINY
 from lipschitz_icl.experiments.uncertainty import bootstrap_loglog_slope
 from lipschitz_icl.experiments.writeup import _early_rate, _spearman
 from lipschitz_icl.experiments.writeup_model import train_blog
@@ -78,3 +80,16 @@ def test_h2_phases_follow_the_competition_of_own_and_dominant_attention():
     assert phases[0] == 1 and events[0][0] == 0 and events[0][1] == 0
     assert all(phases[k] == 3 for k in range(1, 5))
     assert all(events[k][2] is not None and events[k][2] > events[0][2] for k in range(1, 5))
+
+
+def test_forced_claims_carry_a_one_line_reason_and_inconclusive_ones_say_what_would_decide(tmp_path):
+    ctx = Context(out=tmp_path, quick=True, sizes=TINY)
+    chosen = {"exp_linear_norm", "exp_early_rate", "exp_token_noise"}
+    results = [c for exp in registered() if exp.__name__ in chosen for c in exp(ctx)]
+    by_id = {c.id: c for c in results}
+    assert by_id["R8"].forced and by_id["B4"].forced and not by_id["R3b"].forced
+    for c in results:
+        assert (c.forced_reason != "") == c.forced and "\n" not in c.forced_reason
+        if c.id == "R3b":
+            assert set(c.interval) == {"sigma_half_median"}
+            assert c.verdict != "inconclusive" or c.undecided_because
