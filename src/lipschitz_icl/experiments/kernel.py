@@ -20,6 +20,7 @@ from .figures import plain_log_ticks
 from .measure import L_star_of, crossing_step, loglog_slope
 from .registry import experiment
 from .runner import Context, grid, kernel_base, rel_runs, run_group, single_threaded, with_overrides
+from .uncertainty import bootstrap_loglog_slope
 
 # ----------------------------------------------------------------------------- R3a: imbalanced p_k
 
@@ -277,5 +278,6 @@ def exp_linear_norm(ctx: Context) -> list[ClaimResult]:
     reason = ("f = L g: at eta = 1 every L follows one trajectory in s = eta L^2 t and T_1 is scale-free, so its "
               "slope is -2 wherever the steps are small; only the convergence part could fail")
     return [claim("R8", crit, stat, sup, ref, figures=[fig_path], runs=rel_runs(ctx, runs), forced=True,
-                  forced_reason=reason, censored=sum(t is None for t in T1))]
+                  forced_reason=reason, censored=sum(t is None for t in T1),
+                  interval={"slope_T1_vs_L": bootstrap_loglog_slope(Ls, T1, seed=ctx.seed)[1]})]
 

@@ -23,6 +23,7 @@ from .claims import ClaimResult, claim
 from .measure import L_star_of, breakpoint_loglog, fit_dict, intervals_overlap, safe_fit, slope_matches
 from .registry import experiment
 from .runner import Context, paper_base, rel_runs, run_group, with_overrides
+from .uncertainty import bootstrap_loglog_slope
 
 CRITERION_P4 = (
     "Fit log T_eps against log L separately below and above L* (95% intervals over seeds). Supported if "
@@ -159,7 +160,11 @@ def _claim_b1(ctx: Context, sweep: LSweep) -> ClaimResult:
     fast, slow = sweep.fits["T1_all"], sweep.fits["slow_all"]
     m1, m2 = slope_matches(fast, -1), slope_matches(slow, -2)
     stat = {**fit_dict(fast, "fast_T1"), **fit_dict(slow, "slow_Teps_minus_T1")}
-    interval = {name: [f.lo, f.hi] for name, f in (("fast_T1_slope", fast), ("slow_slope", slow)) if f is not None}
+    seeds = [r.config.seed for r in sweep.runs]
+    slow_T = [te - t1 if te is not None and t1 is not None else None
+              for t1, te in zip(sweep.T1, sweep.Teps, strict=True)]
+    interval = {"fast_T1_slope": bootstrap_loglog_slope(sweep.L, sweep.T1, seeds, seed=ctx.seed)[1],
+                "slow_slope": bootstrap_loglog_slope(sweep.L, slow_T, seeds, seed=ctx.seed)[1]}
     return claim("B1", CRITERION_B1, stat, m1[0] and m2[0], m1[1] or m2[1], figures=[sweep.figure],
                  runs=rel_runs(ctx, sweep.runs), forced=True, forced_reason=FORCED_B1, interval=interval,
                  censored=sum(t is None for t in sweep.Teps))
