@@ -73,7 +73,8 @@ def exp_writeup(ctx: Context) -> list[ClaimResult]:
     stat = {"spearman": rho, "table_seed": seeds[0], "table": table}
     note = "Fixes applied to the published code: " + " ".join(f"({i + 1}) {f}" for i, f in enumerate(FIXES))
     und = "" if all(agree) != (sum(against) >= 2) else (
-        "correlations between the thresholds 0.2 and 0.6 (or tied): more seeds or more values of L would decide")
+        f"{sum(agree)} of 3 correlations agree with the claim and {sum(against)} go against it (the rule needs all "
+        "three, or two against); more values of L would narrow the undecided ones")
     return [claim("B5", crit, stat, all(agree), sum(against) >= 2, figures=[fig], notes=note,
                   interval=interval_dict(**intervals), undecided_because=und)]
 
