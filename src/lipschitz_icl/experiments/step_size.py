@@ -116,8 +116,11 @@ def _claim_p7(ctx: Context, runs, etas, L_star: float, fig) -> ClaimResult:
         s7, r7, und = flat_small and not flat_large, flat_small == flat_large, ""
         if not (s7 or r7):
             und = "sharp faster at the small eps, flat at the large one: neither the claim nor its refutation"
+    stat["initial_loss"] = {f"{r.config.task.L:.3g}": float(r.series("loss").iloc[0]) for r in runs}
     return claim("P7", CRIT7, stat, s7, r7, figures=[fig], runs=rel_runs(ctx, runs), censored=censored,
-                 undecided_because=und)
+                 undecided_because=und,
+                 notes="Times of a few steps are set by the step size (eta L^2 per step in rescaled time), not by "
+                       "the regime's rate: read the large-eps comparison with that in mind.")
 
 
 def _tuned_figure(ctx, Ls, emax, emax_tau, runs, L_star, eta_0) -> str:
