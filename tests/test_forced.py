@@ -31,8 +31,8 @@ def test_p2_ratio_is_one_over_K_minus_1_on_orthonormal_features():
 def test_p2_ratio_is_free_on_gaussian_features():
     cfg = base_config([*FAST, "task.L=6", "features.kind=gaussian", "train.steps=400"])
     (run,) = run_many([cfg])
-    if run.summary["T_1"] is not None:  # measured: not the orthonormal value
-        assert abs(score_move_ratio(run) - 0.25) > 1e-3
+    assert run.summary["T_1"] is not None
+    assert abs(score_move_ratio(run) - 0.25) > 0.1  # measured, not the orthonormal value (0.57 here)
 
 
 def test_p6_eta_max_slope_is_minus_two_without_label_noise_and_free_with_it():
