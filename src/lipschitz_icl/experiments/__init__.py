@@ -6,7 +6,7 @@ suites=...)`` when imported below; the suites come from that registry, in import
 
 from __future__ import annotations
 
-from . import kernel, linear_vs_nonlinear, paper, sampled, scaling, threshold, writeup  # noqa: F401  (registration)
+from . import kernel, linear_vs_nonlinear, paper, sampled, scaling, step_size, threshold, writeup  # noqa: F401
 from .checkpoint import ExperimentLog, run_all
 from .claims import ClaimResult
 from .registry import (

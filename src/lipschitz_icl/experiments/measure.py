@@ -118,3 +118,30 @@ def loglog_slope(x: list[float], y: list[float]) -> tuple[float, float]:
     s2 = float(resid @ resid) / (len(pts) - 2)
     se = math.sqrt(s2 / float(((lx - lx.mean()) ** 2).sum()))
     return float(coef[1]), se
+
+
+def score_move_ratio(run: Run) -> float | None:
+    """P2's R = mean_{k != n} |B_{k,n}(T_1) - B_{k,n}(0)| / mean_k |A_k(T_1) - A_k(0)|: how far the
+    irrelevant scores B_{k,n} = v_n^T Q v_k move over the fast phase [0, T_1] against the target scores
+    A_k = v_k^T Q v_k. None when T_1 was not reached or A did not move. With orthonormal features R >= 1/(K - 1),
+    with equality when a row's B all move one way (the linear class): each row of the softmax gradient sums
+    to zero, so a row's B move by -(its A's move) in sum. The geometry fixes R there, not the data."""
+    T1 = run.summary["T_1"]
+    if T1 is None:
+        return None
+    A, B = run.per_feature("A"), run.per_feature("B")
+    dA = float((A.loc[T1] - A.iloc[0]).abs().to_numpy().mean())
+    dB = float((B.loc[T1] - B.iloc[0]).abs().to_numpy().mean())
+    return dB / dA if dA > 0 else None
+
+
+def falling_crossing(x: list[float], y: list[float], level: float) -> float | None:
+    """The x at which y first falls below ``level``, linearly interpolated between grid points
+    (x increasing); x[0] when y starts below it, None when y never falls below it on the grid."""
+    for i, (xi, yi) in enumerate(zip(x, y, strict=True)):
+        if math.isfinite(yi) and yi < level:
+            if i == 0:
+                return float(xi)
+            x0, y0 = x[i - 1], y[i - 1]
+            return float(x0 + (y0 - level) / (y0 - yi) * (xi - x0))
+    return None

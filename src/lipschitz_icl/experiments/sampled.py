@@ -19,40 +19,65 @@ from ..models import ReducedAttention
 from ..tasks import make_task
 from .claims import ClaimResult, claim
 from .figures import plain_log_ticks
-from .measure import L_star_of, loglog_slope, phase_ratio, tail_mean
+from .measure import L_star_of, falling_crossing, loglog_slope, phase_ratio, tail_mean
 from .registry import experiment
 from .runner import Context, grid, rel_runs, run_group, sampled_base, single_threaded, with_overrides
+from .uncertainty import bootstrap_interval, interval_dict
 
 # ----------------------------------------------------------------------------- R3b: token noise
+
+
+R3B_SIGMAS = [0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5]  # the grid runs past 1 so the crossing can be located
 
 
 @experiment("R3b", suites=("extensions",))
 @single_threaded
 def exp_token_noise(ctx: Context) -> list[ClaimResult]:
-    crit = ("K = d = 4 orthonormal, N = 16, linear L = 2, Adam (lr 0.05) on fresh prompts; sigma on a grid from 0 "
-            "to 1. Statistic: min_k Attn_k averaged over the last 20% of the recorded steps at the largest sigma. "
-            "Supported if >= 0.55; not supported if <= 0.45; otherwise inconclusive.")
     S = ctx.sizes
+    seeds = [ctx.seed + s for s in range(S.seeds + 1)]
+    sigmas = grid(R3B_SIGMAS, S.n_grid + 2)
+    crit = ("K = d = 4 orthonormal, N = 16, linear L = 2, Adam (lr 0.05) on fresh prompts; sigma on a grid from 0 "
+            f"to {sigmas[-1]:g}, {len(seeds)} seeds (each redraws the prompts, counts and test set). Per seed, "
+            "sigma_half = the sigma at which min_k Attn_k (mean of the last 20% of the recorded steps) falls below "
+            "1/2, interpolated on the grid; a seed that never falls below is censored at the grid's end (a lower "
+            "bound). Statistic: median sigma_half over seeds with a 95% bootstrap interval over seeds. Supported if "
+            "the interval lies above 1 (attention still concentrated at sigma = 1); not supported if it lies below 1; "
+            "otherwise inconclusive.")
     cfg = sampled_base(ctx, "train.optimizer=adam", "train.lr=0.05", "engine.resample=true", "train.eps=1e-9")
-    sigmas = grid([0.0, 0.25, 0.5, 1.0], S.n_grid)
-    configs = [with_overrides(cfg, [f"features.noise={s:g}", f"name=sigma{s:g}"]) for s in sigmas]
+    configs = [with_overrides(cfg, [f"features.noise={s:g}", f"seed={seed}", f"name=sigma{s:g}-s{seed}"])
+               for seed in seeds for s in sigmas]
     runs = run_group(ctx, "ext-token-noise", configs, "R3b token noise")
-    amin = [tail_mean(r.series("attn_min")) for r in runs]
-    errs = [tail_mean(r.series("test_error")) for r in runs]
-    stat = {"attn_min_at_max_sigma": amin[-1], "max_sigma": sigmas[-1], "sigma": sigmas, "attn_min_tail": amin,
-            "test_error_tail": errs}
+    amin = {(r.config.seed, r.config.features.noise): tail_mean(r.series("attn_min")) for r in runs}
+    errs = {(r.config.seed, r.config.features.noise): tail_mean(r.series("test_error")) for r in runs}
+    crossing = [falling_crossing(sigmas, [amin[(seed, s)] for s in sigmas], 0.5) for seed in seeds]
+    censored = sum(c is None for c in crossing)
+    half = [sigmas[-1] if c is None else c for c in crossing]
+    iv = bootstrap_interval(half, statistic=np.median, seed=ctx.seed)
+    stat = {"sigma_half_median": float(np.median(half)), "sigma_half_by_seed": crossing, "sigma": sigmas,
+            "attn_min_tail": {f"s{seed}": [amin[(seed, s)] for s in sigmas] for seed in seeds},
+            "test_error_tail": {f"s{seed}": [errs[(seed, s)] for s in sigmas] for seed in seeds}}
+    sup, ref = iv[0] > 1.0, iv[1] < 1.0
+    und = "" if (sup or ref) else f"the interval {iv} of sigma_half contains 1: more seeds would decide"
+    fig_path = _token_noise_figure(ctx, runs, sigmas, seeds, amin)
+    return [claim("R3b", crit, stat, sup, ref, figures=[fig_path], runs=rel_runs(ctx, runs), censored=censored,
+                  interval=interval_dict(sigma_half_median=iv), undecided_because=und)]
+
+
+def _token_noise_figure(ctx, runs, sigmas, seeds, amin) -> str:
     fig, axes = plots.figure(2, 1)
-    for r, s, c in zip(runs, sigmas, plots.colors(len(runs)), strict=True):
+    first = [r for r in runs if r.config.seed == seeds[0]]
+    for r, c in zip(first, plots.colors(len(first)), strict=True):
         am = r.series("attn_min")
-        axes[0][0].plot(am.index, am.values, color=c, label=f"sigma = {s:g}")
+        axes[0][0].plot(am.index, am.values, color=c, label=f"sigma = {r.config.features.noise:g}")
     axes[0][0].axhline(0.5, color="grey", ls=":", lw=0.8)
-    axes[0][0].set(xlabel="step", ylabel="min_k Attn_k", title="token noise: attention")
+    axes[0][0].set(xlabel="step", ylabel="min_k Attn_k", title=f"token noise: attention (seed {seeds[0]})")
     axes[0][0].legend(fontsize=7)
-    axes[0][1].plot(sigmas, errs, "o-")
-    axes[0][1].set(xlabel="sigma", ylabel="test error (last 20%)", yscale="log", title="unseen-function error")
-    fig_path = plots.save(fig, ctx.out, "ext_token_noise")
-    return [claim("R3b", crit, stat, amin[-1] >= 0.55, amin[-1] <= 0.45,
-                  figures=[fig_path], runs=rel_runs(ctx, runs))]
+    for seed in seeds:
+        axes[0][1].plot(sigmas, [amin[(seed, s)] for s in sigmas], "o-", label=f"seed {seed}")
+    axes[0][1].axhline(0.5, color="grey", ls=":", lw=0.8)
+    axes[0][1].set(xlabel="sigma", ylabel="min_k Attn_k (last 20%)", title="where attention falls below 1/2")
+    axes[0][1].legend(fontsize=7)
+    return plots.save(fig, ctx.out, "ext_token_noise")
 
 
 # ----------------------------------------------------------------------------- R6: continuous inputs

@@ -17,7 +17,8 @@ from .claims import ClaimResult, claim
 from .measure import L_star_of, fit_dict, safe_fit
 from .registry import experiment
 from .runner import Context, paper_base, rel_runs, run_group, single_threaded, with_overrides
-from .writeup_model import FIXES, train_blog
+from .uncertainty import bootstrap_interval, interval_dict, ratio_spread
+from .writeup_model import FIXES, HELDOUT_PROMPTS, train_blog
 
 BLOG_LS = (0.5, 1.0, 2.0, 5.0)
 B2_TAU = 1.0  # label noise of B2's prompts
@@ -35,10 +36,11 @@ def _spearman(x: list[float], y: list[float]) -> float:
 def exp_writeup(ctx: Context) -> list[ClaimResult]:
     """The write-up's experiment: 4-head attention on one prompt per L, Adam 1e-3, 500 steps."""
     crit = ("Per seed, Spearman correlation over L in {0.5, 1, 2, 5} of L with: final attention on the positives "
-            "(claimed +), final loss (claimed -), steps to reach 5% of the initial loss (claimed -, 'faster'). "
-            "Averaged over seeds. Supported if all three mean correlations have the claimed sign with |rho| >= 0.6; "
-            "not supported if at least two have rho * (claimed sign) < 0.2. A correlation that cannot be computed (all "
-            "values tied) counts for neither.")
+            f"(claimed +), loss on {HELDOUT_PROMPTS} held-out prompts of the same L (claimed -; the training prompt's "
+            "own final loss is 0 at every L, so it cannot rank them), steps to reach 5% of the initial loss (claimed "
+            "-, 'faster'). Averaged over seeds, with a 95% bootstrap interval over seeds. Supported if all three mean "
+            "correlations have the claimed sign with |rho| >= 0.6; not supported if at least two have rho * (claimed "
+            "sign) < 0.2. A correlation that cannot be computed (all values tied) counts for neither.")
     S = ctx.sizes
     seeds = [ctx.seed + s for s in range(S.blog_seeds)]
     results = {}
@@ -50,15 +52,21 @@ def exp_writeup(ctx: Context) -> list[ClaimResult]:
     for (seed, L), r in results.items():
         hit = first_step(np.arange(len(r.loss)), r.loss, 0.05 * r.loss[0], above=False)
         rows.append({"seed": seed, "L": L, "final_attention": float(r.attention[-1]),
-                     "final_loss": float(r.loss[-1]), "steps_to_5pct": S.blog_steps if hit is None else hit})
+                     "final_loss": float(r.loss[-1]), "heldout_loss": r.heldout_loss,
+                     "heldout_attention": r.heldout_attention, "steps_to_5pct": S.blog_steps if hit is None else hit})
+
+    def per_seed_rho(key: str) -> list[float]:
+        return [_spearman([x["L"] for x in rows if x["seed"] == s], [x[key] for x in rows if x["seed"] == s])
+                for s in seeds]
+
     def mean_rho(key: str) -> float:
-        per_seed = [_spearman([x["L"] for x in rows if x["seed"] == s], [x[key] for x in rows if x["seed"] == s])
-                    for s in seeds]
-        finite = [r for r in per_seed if math.isfinite(r)]
+        finite = [r for r in per_seed_rho(key) if math.isfinite(r)]
         return float(np.mean(finite)) if finite else math.nan  # nan: tied values at every seed
 
-    rho = {key: mean_rho(key) for key in ("final_attention", "final_loss", "steps_to_5pct")}
-    want = {"final_attention": 1, "final_loss": -1, "steps_to_5pct": -1}
+    keys = ("final_attention", "heldout_loss", "steps_to_5pct", "final_loss", "heldout_attention")
+    rho = {key: mean_rho(key) for key in keys}  # the last two reported, not used
+    intervals = {f"spearman_{k}": bootstrap_interval(per_seed_rho(k), seed=ctx.seed) for k in keys[:3]}
+    want = {"final_attention": 1, "heldout_loss": -1, "steps_to_5pct": -1}
     # a correlation that cannot be computed (all values tied, e.g. every final loss exactly 0) counts
     # neither for nor against
     agree = [math.isfinite(rho[k]) and rho[k] * w >= 0.6 for k, w in want.items()]
@@ -67,11 +75,16 @@ def exp_writeup(ctx: Context) -> list[ClaimResult]:
     table = _blog_table(rows, seeds[0])
     stat = {"spearman": rho, "table_seed": seeds[0], "table": table}
     note = "Fixes applied to the published code: " + " ".join(f"({i + 1}) {f}" for i, f in enumerate(FIXES))
-    return [claim("B5", crit, stat, all(agree), sum(against) >= 2, figures=[fig], notes=note)]
+    und = "" if all(agree) != (sum(against) >= 2) else (
+        f"{sum(agree)} of 3 correlations agree with the claim and {sum(against)} go against it (the rule needs all "
+        "three, or two against); more values of L would narrow the undecided ones")
+    return [claim("B5", crit, stat, all(agree), sum(against) >= 2, figures=[fig], notes=note,
+                  interval=interval_dict(**intervals), undecided_because=und)]
 
 
 def _blog_table(rows, seed) -> list[dict]:
-    return [{"L": x["L"], "final_attention": round(x["final_attention"], 4), "final_loss": x["final_loss"]}
+    return [{"L": x["L"], "final_attention": round(x["final_attention"], 4), "final_loss": x["final_loss"],
+             "heldout_loss": x["heldout_loss"], "heldout_attention": round(x["heldout_attention"], 4)}
             for x in rows if x["seed"] == seed]
 
 
@@ -88,43 +101,65 @@ def _blog_figure(ctx, results, seed) -> str:
     return plots.save(fig, ctx.out, "blog_experiment")
 
 
+B4_SPREAD = 2.0  # the rate constant counts as independent of L when max/min over L is within this factor
+B4_LS = (1.0, 2.0, 4.0)
+
+
+def _score_gap(run) -> np.ndarray:
+    """g_t = mean_k (A_k - mean_{n != k} B_{k,n}): the target score minus the mean irrelevant score."""
+    A, B, K = run.per_feature("A"), run.per_feature("B"), run.summary["K"]
+    off = [(k, n) for k in range(K) for n in range(K) if n != k]
+    b_mean = np.stack([B[[c for c in off if c[0] == k]].to_numpy().mean(axis=1) for k in range(K)], axis=1)
+    return (A[list(range(K))].to_numpy() - b_mean).mean(axis=1)
+
+
+def _early_rate(run) -> tuple[float, float, np.ndarray, np.ndarray]:
+    """(Pearson r, fitted rate constant c, predicted, measured) over steps 1..T_1 of d alpha = c eta sigma'(g) g
+    (1 - alpha), sigma the logistic function (sigma' = sigma (1 - sigma)); c by least squares through 0."""
+    alpha = run.attention().mean(axis=1).to_numpy()  # alpha_t = mean_k Attn_k
+    gap = _score_gap(run)
+    sig = 1 / (1 + np.exp(-gap))
+    upto = min(run.summary["T_1"] or len(alpha) - 1, len(alpha) - 1)
+    d_alpha = np.diff(alpha)[1:upto]
+    pred = (run.config.train.lr * sig * (1 - sig) * gap * (1 - alpha))[1:upto]
+    ok = np.isfinite(d_alpha) & np.isfinite(pred)
+    if ok.sum() <= 3 or not np.any(pred[ok]):
+        return math.nan, math.nan, pred, d_alpha
+    r_val = float(np.corrcoef(d_alpha[ok], pred[ok])[0, 1])
+    return r_val, float(pred[ok] @ d_alpha[ok] / (pred[ok] @ pred[ok])), pred, d_alpha
+
+
 @experiment("B4", suites=("blog",))
 def exp_early_rate(ctx: Context) -> list[ClaimResult]:
-    """B4: early growth of the target attention against eta * g * (1 - alpha)."""
-    crit = ("Quickstart setting, every step recorded. alpha_t = mean_k Attn_k, g_t = mean_k (A_k - mean_n B_{k,n}) "
-            "(the score gap). Over steps 1..T_1, Pearson correlation r between the measured increments alpha_{t+1} - "
-            "alpha_t and eta g_t (1 - alpha_t). Supported if r >= 0.9; not supported if r < 0.5.")
+    """B4: early growth of the target attention against eta sigma'(g) g (1 - alpha)."""
+    crit = ("Quickstart setting, every step recorded, L in {1, 2, 4} at eta = 1. alpha_t = mean_k Attn_k, g_t = "
+            "mean_k (A_k - mean_n B_{k,n}) (the score gap), sigma the logistic function. Over steps 1..T_1, fit "
+            "alpha_{t+1} - alpha_t = c_L eta sigma'(g_t) g_t (1 - alpha_t): Pearson r and the rate constant c_L "
+            f"(least squares through 0). Supported if r >= 0.9 in every run and max_L c_L / min_L c_L <= {B4_SPREAD:g} "
+            f"(one constant for every L); not supported if some r < 0.5 or the spread exceeds {B4_SPREAD:g}.")
     cfg = paper_base(ctx, "train.log_every=1", "train.steps=400", "name=early-rate")
-    runs = []
-    for L in (1.0, 2.0, 4.0):
-        runs += run_group(ctx, "early-rate", [with_overrides(cfg, [f"task.L={L}", f"name=L{L:g}"])], "B4 early rate")
+    runs = run_group(ctx, "early-rate", [with_overrides(cfg, [f"task.L={L}", f"name=L{L:g}"]) for L in B4_LS],
+                     "B4 early rate")
     rs, consts = {}, {}
     fig, axes = plots.figure(1, 1)
     for r, c in zip(runs, plots.colors(len(runs)), strict=True):
-        T1 = r.summary["T_1"] or 400
-        att = r.attention()
-        alpha = att.mean(axis=1).to_numpy()
-        A, B = r.per_feature("A"), r.per_feature("B")
-        K = r.summary["K"]
-        gap = np.array([np.mean([A.iloc[t][k] - np.mean([B.iloc[t][(k, n)] for n in range(K) if n != k])
-                                 for k in range(K)]) for t in range(len(alpha))])
-        eta = r.config.train.lr
-        upto = min(T1, len(alpha) - 1)
-        d_alpha = np.diff(alpha)[:upto]
-        pred = eta * gap[:upto] * (1 - alpha[:upto])
-        ok = np.isfinite(d_alpha) & np.isfinite(pred)
-        r_val = float(np.corrcoef(d_alpha[ok][1:], pred[ok][1:])[0, 1]) if ok.sum() > 3 else math.nan
-        rs[f"L={r.config.task.L:g}"] = r_val
-        consts[f"L={r.config.task.L:g}"] = float(np.median(d_alpha[ok][1:] / np.where(pred[ok][1:] == 0, np.nan,
-                                                                                      pred[ok][1:])))
-        axes[0][0].plot(pred[1:], d_alpha[1:], ".", ms=3, color=c, label=f"L={r.config.task.L:g}, r={r_val:.2f}")
-    axes[0][0].set(xlabel="eta g (1 - alpha)", ylabel="d alpha / dt", title="B4: early attention growth")
+        key = f"L={r.config.task.L:g}"
+        rs[key], consts[key], pred, d_alpha = _early_rate(r)
+        axes[0][0].plot(pred, d_alpha, ".", ms=3, color=c, label=f"{key}, r={rs[key]:.2f}, c={consts[key]:.3g}")
+    axes[0][0].set(xlabel="eta sigma'(g) g (1 - alpha)", ylabel="d alpha / dt", title="B4: early attention growth")
     axes[0][0].legend(fontsize=7)
     f = plots.save(fig, ctx.out, "blog_B4_early_rate")
     vals = [v for v in rs.values() if math.isfinite(v)]
-    stat = {"pearson_r": rs, "median_ratio_measured_over_predicted": consts}
-    return [claim("B4", crit, stat, bool(vals) and min(vals) >= 0.9, bool(vals) and min(vals) < 0.5,
-                  figures=[f], runs=rel_runs(ctx, runs))]
+    spread = ratio_spread(list(consts.values()))
+    c_over_L2 = {k: v / L**2 for (k, v), L in zip(consts.items(), B4_LS, strict=True)}
+    stat = {"pearson_r": rs, "rate_constant_c": consts, "rate_constant_spread": spread,
+            "c_over_L2": c_over_L2, "c_over_L2_spread": ratio_spread(list(c_over_L2.values()))}
+    sup = len(vals) == len(runs) and min(vals) >= 0.9 and spread <= B4_SPREAD
+    ref = (bool(vals) and min(vals) < 0.5) or (math.isfinite(spread) and spread > B4_SPREAD)
+    reason = ("f = L g: at a fixed eta, alpha and g follow one trajectory in s = eta L^2 t, so c_L grows as L^2 "
+              "(16x over L = 1..4) up to step-size effects; the L-independence fails by force, only r is free")
+    return [claim("B4", crit, stat, sup, ref, figures=[f], runs=rel_runs(ctx, runs), forced=True,
+                  forced_reason=reason)]
 
 
 @experiment("B2", suites=("blog",))

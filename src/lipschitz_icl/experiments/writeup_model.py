@@ -76,6 +76,25 @@ class BlogRun:
     seed: int
     attention: np.ndarray  # (steps,) query's attention on the positives, mean over heads
     loss: np.ndarray  # (steps,)
+    heldout_loss: float = float("nan")  # the trained model's query loss, mean over fresh prompts of the same L
+    heldout_attention: float = float("nan")  # its attention on the positives there, mean over prompts and heads
+
+
+HELDOUT_PROMPTS = 64
+
+
+def heldout(model: BlogAttention, L: float, seed: int, prompts: int = HELDOUT_PROMPTS) -> tuple[float, float]:
+    """(loss, attention on the positives) of a trained model, mean over ``prompts`` fresh prompts of the
+    same L drawn from their own generator (never the training prompt)."""
+    gen = torch.Generator().manual_seed(10**6 + seed * 1000 + int(round(L * 100)))
+    losses, attns = [], []
+    with torch.no_grad():
+        for _ in range(prompts):
+            x = make_prompt(L, gen)
+            out, attn = model(x)
+            losses.append(float((out[-1] - x[-1].norm()).square()))
+            attns.append(float(attn[:, -1, :N_POS].sum(-1).mean()))
+    return float(np.mean(losses)), float(np.mean(attns))
 
 
 def train_blog(L: float, seed: int, steps: int = 500, lr: float = 1e-3) -> BlogRun:
@@ -93,4 +112,4 @@ def train_blog(L: float, seed: int, steps: int = 500, lr: float = 1e-3) -> BlogR
         opt.zero_grad()
         loss.backward()
         opt.step()
-    return BlogRun(L, seed, np.array(attn_hist), np.array(loss_hist))
+    return BlogRun(L, seed, np.array(attn_hist), np.array(loss_hist), *heldout(model, L, seed))
