@@ -6,7 +6,7 @@ suites=...)`` when imported below; the suites come from that registry, in import
 
 from __future__ import annotations
 
-from . import kernel, linear_vs_nonlinear, paper, sampled, scaling, writeup  # noqa: F401  (registration)
+from . import axes, kernel, linear_vs_nonlinear, paper, sampled, scaling, writeup  # noqa: F401  (registration)
 from .checkpoint import ExperimentLog, run_all
 from .claims import ClaimResult
 from .registry import Experiment, experiment, experiments_for, registered, suite_names, suites
