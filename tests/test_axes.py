@@ -4,10 +4,10 @@ import math
 from types import SimpleNamespace
 
 import numpy as np
-import pandas as pd
 import pytest
 
 import lipschitz_icl as li
+from lipschitz_icl.analysis import creep_decelerates, min_attention
 from lipschitz_icl.experiments import axes, paper
 from lipschitz_icl.experiments.runner import Context
 from lipschitz_icl.experiments.sizes import TINY
@@ -49,12 +49,11 @@ def test_R4_censored_at_tiny_size_names_what_would_decide_it(tmp_path):
 def test_creep_decelerates_reads_the_slope_after_T1():
     """A run whose -log(1 - min Attn_k) rises ever more slowly after T_1 (the quickstart) decelerates."""
     run = li.run(None, ["engine.draws=16", "train.steps=600", "train.eps=1e-9", "train.log_every=10"], write=False)
-    assert run.summary["T_1"] is not None and paper.creep_decelerates(run)
+    assert run.summary["T_1"] is not None
+    assert creep_decelerates(*min_attention(run.metrics), run.summary["T_1"])
     steps = np.arange(0, 400, 10)
     r = np.where(steps < 50, steps / 50, 1 + ((steps - 50) / 100.0) ** 2)  # a creep that speeds up after T_1
-    amin = pd.Series(1 - np.exp(-r), index=steps)
-    faster = SimpleNamespace(series=lambda name: amin, summary={"T_1": 50})
-    assert not paper.creep_decelerates(faster)
+    assert not creep_decelerates(steps, 1 - np.exp(-r), 50)
 
 
 def test_scaling_features_by_s_speeds_gradient_descent_by_s_to_the_sixth():

@@ -142,6 +142,22 @@ def n_phases_of(rate_fast: float | None, rate_slow: float | None, factor: float 
     return 2 if rate_fast > factor * rate_slow else 1
 
 
+def creep_decelerates(steps: np.ndarray, attn: np.ndarray, T_1: int, windows: int = 4) -> bool:
+    """Whether r(t) = -log(1 - Attn) rises ever more slowly after T_1: its mean slope over ``windows``
+    geometric windows of [T_1, last step] never increases. Then the slow rate over [T_1, t] falls as t
+    grows, so a run stopped early that shows two phases would still show them if run longer."""
+    s = np.asarray(steps, dtype=np.int64)
+    a = np.asarray(attn, dtype=np.float64)
+    keep = s >= T_1
+    s, a = s[keep], a[keep]
+    if s.size < windows + 1:
+        return False
+    edges = np.unique(np.geomspace(max(s[0], 1), s[-1], windows + 1).round().astype(np.int64))
+    rates = [phase_rate(s, a, int(t0), int(t1)) for t0, t1 in zip(edges[:-1], edges[1:], strict=True)]
+    rates = [x for x in rates if x is not None]
+    return len(rates) >= 2 and all(b <= r0 * (1 + 1e-9) for r0, b in zip(rates[:-1], rates[1:], strict=True))
+
+
 # --------------------------------------------------------------------------- table access
 
 

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from .. import plots
-from ..analysis import analyze_run_object, count_phases, first_step, phase_rate, turning_points
+from ..analysis import analyze_run_object, count_phases, creep_decelerates, first_step, min_attention, turning_points
 from ..problem import build_problem
 from ..theory import eta_max
 from .claims import ClaimResult, claim
@@ -74,7 +74,8 @@ def exp_regimes(ctx: Context) -> list[ClaimResult]:
     # a censored run already in two phases stays so when its creep decelerates (a longer run only lowers
     # the mean slow rate); the others count both ways
     kept = {r.config.name for r in all_runs if r.config.name in censored and two[r.config.name]
-            and r.summary["T_1"] is not None and creep_decelerates(r)}
+            and r.summary["T_1"] is not None
+            and creep_decelerates(*min_attention(r.metrics), r.summary["T_1"])}
     open_ = [n for n in censored if n not in kept]
     lo = sum(v for n, v in two.items() if n not in open_) / len(all_runs)  # open censored runs as 1 phase
     hi = (sum(v for n, v in two.items() if n not in open_) + len(open_)) / len(all_runs)  # ... as 2 phases
@@ -96,21 +97,6 @@ P1_EPS = 1e-3  # relative eps of P1's runs
 FORCED_P1 = ("f = L g: at a relative eps the six runs are one trajectory in s = eta L^2 t (up to step "
              "discretisation at large eta L^2), so the split by L below and above L* is fixed; only that "
              "trajectory's shape is measured")
-
-
-def creep_decelerates(run, windows: int = 4) -> bool:
-    """Whether r(t) = -log(1 - min_k Attn_k) rises ever more slowly after T_1: its mean slope over
-    ``windows`` geometric windows of [T_1, end] never increases (the slow rate over [T_1, t] then falls
-    as t grows)."""
-    amin = run.series("attn_min")
-    after = amin[amin.index >= run.summary["T_1"]]
-    if len(after) < windows + 1:
-        return False
-    steps = after.index.to_numpy(np.int64)
-    edges = np.unique(np.geomspace(max(steps[0], 1), steps[-1], windows + 1).round().astype(np.int64))
-    rates = [phase_rate(steps, after.to_numpy(), int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True)]
-    rates = [x for x in rates if x is not None]
-    return len(rates) >= 2 and all(b <= a * (1 + 1e-9) for a, b in zip(rates[:-1], rates[1:], strict=True))
 
 
 def _rescaled(run, event: str) -> float | None:
