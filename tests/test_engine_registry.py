@@ -31,7 +31,8 @@ def test_toy_engine_runs_through_li_run_and_matches_the_kernel_engine():
     ref = li.run(None, [*SHORT, *KERNEL_Q], write=False)
     assert toy.summary["engine"] == "test_meanfield" and toy.summary["status"] == "budget"
     loss, loss_ref = toy.series("loss"), ref.series("loss")
-    assert list(loss.index) == list(range(0, 31, 5))
+    # every step until T_1 (at most the first 200), then the log grid: both engines record the same steps
+    assert set(range(0, 31, 5)) <= set(loss.index) and list(loss.index) == list(loss_ref.index)
     assert loss.iloc[-1] < 0.7 * loss.iloc[0]  # it trains
     assert loss.to_numpy() == pytest.approx(loss_ref.to_numpy(), rel=1e-9)  # the same objective and steps
     assert toy.attention().to_numpy() == pytest.approx(ref.attention().to_numpy(), rel=1e-9)

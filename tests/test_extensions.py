@@ -26,7 +26,7 @@ def test_every_extension_runs_at_tiny_size(tmp_path):
             assert c.figures and all((tmp_path / f).is_file() for f in c.figures)
             assert all((tmp_path / r / "summary.json").is_file() for r in c.runs)
             assert c.as_dict()["verdict"] == c.verdict  # JSON-ready
-    assert sorted(ids) == sorted(["R1", "R2", "R3a", "R3b", "R3c", "R3d", "R5", "R6", "R7", "R8", "B7"])
+    assert sorted(ids) == sorted(["R1", "R2", "R3a", "R3b", "R3c", "R3d", "R4", "R5", "R6", "R7", "R8", "B7"])
 
 
 def test_loglog_slope_and_phase_ratio_on_planted_data():

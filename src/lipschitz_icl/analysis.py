@@ -5,7 +5,11 @@ Definitions (symbols as in docs/DESIGN.md; every step is a recorded step of the 
     T_1        first step with min_k Attn_k >= t1_level (default 1/2): end of the fast phase.
                Resolution: train.log_every, refined to the trainer's exact step when the run's
                summary.json holds a T_1 inside the recorded bracket.
-    T_eps      first step with loss <= eps (eps: the run's train.eps unless given).
+    T_eps      first step with loss <= eps (eps: the run's train.eps unless given); refined to the
+               trainer's exact step like T_1. The trainer records every step until T_1 (for the first
+               stopping.DENSE_STEPS steps) and the step T_1 itself, so T_1 is normally a recorded step.
+    T_half     per feature k, the trainer's exact first step at which 1 - Attn_k is half its
+               initial value (summary.json); from the recorded steps when the summary lacks it.
     rate       growth rate of the attention over a phase, on the scale where an exponential
                approach to 1 is a straight line: with r(t) = -log(1 - min_k Attn_k(t)),
                rate = (r(t_end) - r(t_start)) / (t_end - t_start), per step.
@@ -138,6 +142,22 @@ def n_phases_of(rate_fast: float | None, rate_slow: float | None, factor: float 
     return 2 if rate_fast > factor * rate_slow else 1
 
 
+def creep_decelerates(steps: np.ndarray, attn: np.ndarray, T_1: int, windows: int = 4) -> bool:
+    """Whether r(t) = -log(1 - Attn) rises ever more slowly after T_1: its mean slope over ``windows``
+    geometric windows of [T_1, last step] never increases. Then the slow rate over [T_1, t] falls as t
+    grows, so a run stopped early that shows two phases would still show them if run longer."""
+    s = np.asarray(steps, dtype=np.int64)
+    a = np.asarray(attn, dtype=np.float64)
+    keep = s >= T_1
+    s, a = s[keep], a[keep]
+    if s.size < windows + 1:
+        return False
+    edges = np.unique(np.geomspace(max(s[0], 1), s[-1], windows + 1).round().astype(np.int64))
+    rates = [phase_rate(s, a, int(t0), int(t1)) for t0, t1 in zip(edges[:-1], edges[1:], strict=True)]
+    rates = [x for x in rates if x is not None]
+    return len(rates) >= 2 and all(b <= r0 * (1 + 1e-9) for r0, b in zip(rates[:-1], rates[1:], strict=True))
+
+
 # --------------------------------------------------------------------------- table access
 
 
@@ -226,6 +246,18 @@ def _refine(T_metrics: int | None, T_exact: Any, steps: np.ndarray) -> int | Non
     return int(T_exact) if prev < int(T_exact) <= T_metrics else T_metrics
 
 
+def half_times(metrics: pd.DataFrame) -> list[int | None]:
+    """Per feature k, the first recorded step at which 1 - Attn_k is at most half its first value
+    (the trainer's exact T_half is in summary.json; this is the fallback from the table)."""
+    table = per_feature(metrics, "attn_self")
+    steps = table.index.to_numpy(np.int64)
+    out: list[int | None] = []
+    for k in table.columns:
+        gap = 1.0 - table[k].to_numpy(np.float64)
+        out.append(first_step(steps, gap, 0.5 * gap[0], above=False) if gap.size else None)
+    return out
+
+
 def _last(values: np.ndarray) -> float | None:
     v = values[np.isfinite(values)]
     return float(v[-1]) if v.size else None
@@ -267,6 +299,7 @@ def analyze(
     T_1 = _refine(first_step(steps, amin, t1_level), summary.get("T_1"), steps)
     T_eps = _refine(first_step(loss_steps, loss, eps, above=False), summary.get("T_eps"), loss_steps)
     rates = phase_rates(metrics, T_1, phase_factor)
+    T_half = summary.get("T_half") or half_times(metrics)
     finite = loss[np.isfinite(loss)]
     rises = np.diff(finite) > 1e-12 * np.maximum(np.abs(finite[:-1]), 1e-300)
     final_min_attn, final_test = _last(amin), _last(test)
@@ -276,6 +309,7 @@ def analyze(
     return {
         "T_1": T_1,
         "T_eps": T_eps,
+        "T_half": list(T_half),
         "t1_level": t1_level,
         "eps": eps,
         "eps_attn": eps_attn,

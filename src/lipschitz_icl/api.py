@@ -185,6 +185,8 @@ def make_summary(cfg: Config, problem: Problem, theory: Theory, outcome: TrainOu
         "min_attn": outcome.min_attn,
         "T_1": outcome.T_1,
         "T_eps": outcome.T_eps,
+        "T_half": outcome.T_half,
+        "T_rel": outcome.T_rel,
         "eps": cfg.train.eps,
         **{f"final_{k}": v for k, v in outcome.test_errors.items()},
         **theory.as_dict(),

@@ -67,8 +67,9 @@ def _optimise(cfg: Config, engine: Engine, recorder: Recorder, progress: Progres
     for step in range(cfg.train.steps + 1):
         state.steps = step
         out = engine.forward_backward()  # the loss and attention at this step, gradients filled
+        attn_self = torch.diagonal(out.attn).tolist()  # Attn_k
         attn_min = float(torch.diagonal(out.attn).min())
-        record, ended = state.observe(cfg, step, out.loss, attn_min)
+        record, ended = state.observe(cfg, step, out.loss, attn_min, attn_self)
         if record:
             state.test_errors = engine.test_errors()
             extra = {**state.test_errors, "grad_norm": _grad_norm(engine.parameters())}

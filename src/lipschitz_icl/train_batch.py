@@ -8,7 +8,7 @@ A run that ends leaves the batch, so its metrics stop and the others go on at th
 ``train.train`` sends every single run its engine calls batchable through here with one run,
 so a run gets the same numbers alone and in a batch.
 
-Per step the host reads one small tensor (the R losses and R values of min_k Attn_k); the
+Per step the host reads one small tensor (the R losses, min_k Attn_k and Attn_k); the
 rest stays on the device. Metrics go to each run's Recorder at its log steps.
 """
 
@@ -77,13 +77,14 @@ class _BatchLoop:
         batch.redraw()
         # 2. loss, Attn_k and gradient of every run; at any run's log step also the full
         #    attention and the test errors
-        full = any(step % cfgs[i].train.log_every == 0 or step == cfgs[i].train.steps for i in self.rows)
+        full = any(self.states[i].wants_record(cfgs[i], step) for i in self.rows)
         out = batch.step(full)
-        # 3. one host read (losses and min_k Attn_k), then each run's stopping rules
-        losses, mins = torch.stack([out.loss, out.attn_self.amin(-1)]).tolist()
+        # 3. one host read (losses, min_k Attn_k and every Attn_k), then each run's stopping rules
+        host = torch.cat([out.loss[:, None], out.attn_self.amin(-1)[:, None], out.attn_self], 1).tolist()
+        losses, mins = [h[0] for h in host], [h[1] for h in host]
         record, ended = [], []
         for j, i in enumerate(self.rows):
-            rec, end = self.states[i].observe(cfgs[i], step, losses[j], mins[j])
+            rec, end = self.states[i].observe(cfgs[i], step, losses[j], mins[j], host[j][2:])
             if rec:
                 record.append(j)
             if end:

@@ -6,7 +6,17 @@ suites=...)`` when imported below; the suites come from that registry, in import
 
 from __future__ import annotations
 
-from . import kernel, linear_vs_nonlinear, paper, sampled, scaling, step_size, threshold, writeup  # noqa: F401
+from . import (  # noqa: F401  (registration)
+    axes,
+    kernel,
+    linear_vs_nonlinear,
+    paper,
+    sampled,
+    scaling,
+    step_size,
+    threshold,
+    writeup,
+)
 from .checkpoint import ExperimentLog, run_all
 from .claims import ClaimResult
 from .registry import (

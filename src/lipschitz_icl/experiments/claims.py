@@ -67,6 +67,9 @@ STATEMENTS: dict[str, str] = {
     "R3d": "Label noise: with noisy context labels y_i = f(x_i) + tau eps_i, the trained attention still converges "
     "to the query's own feature (min_k Attn_k >= 0.9) and the error on clean targets of unseen functions reaches the "
     "noise floor of averaging the own-feature labels.",
+    "R4": "Convergence is logarithmic in the accuracy asked (R4): the steps to bring the loss to a fraction eps of "
+    "its initial value grow like log(1/eps), as the flat-regime time K log(K/eps) / (eta delta^2 L^2 Delta^2) says, "
+    "not like a power of 1/eps.",
     "R5": "The two regimes separate visibly (R5): plotted against L/L*, some reading of the threshold shows a change "
     "of behaviour at the same L/L*, of order 1, in every setting.",
     "R6": "No context token close to the query (R6): with continuous inputs the trained attention acts as a kernel "

@@ -5,6 +5,7 @@ the experiments start from and the wrapper that runs one with a single torch thr
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +15,9 @@ import numpy as np
 from ..api import Run, load_run, write_run
 from ..batch import RunsInterrupted, run_many
 from ..config import Config, apply_overrides, load_config, validate_config
+from ..problem import build_problem
 from ..sweep import run_configs
+from ..theory import flat_time_scale, theory_of
 from ..threads import single_threaded_torch
 from .sizes import Sizes, sizes
 
@@ -128,6 +131,55 @@ def sampled_base(ctx: Context, *extra: str) -> Config:
     ])
 
 
+# The rescaled time s = eta L^2 t the quickstart trajectory (K = 5 orthonormal, linear, B = 32) needs to bring
+# its loss to a relative eps, read off the trainer's exact T_rel (tests/test_budgets.py re-measures it). Under
+# f = L g every (eta, L) of that geometry follows this one trajectory in s (docs/CLAIMS_METHOD.md).
+QUICKSTART_S = {10**-1.5: 828.0, 1e-2: 1908.0, 1e-3: 14044.0, 1e-4: 127680.0}
+QUICKSTART_ETA_L2 = 4.0  # eta L^2 of the quickstart (eta = 1, L = 2)
+BUDGET_MARGIN = 3.0  # a run's budget is this many times the time its geometry's scale predicts
+
+
+def rescaled_time_to(eps_rel: float) -> float:
+    """The quickstart's rescaled time s to a relative eps, log-log interpolated in QUICKSTART_S
+    (extrapolated with the end segments' slopes)."""
+    xs = sorted(QUICKSTART_S, reverse=True)
+    lx, ly = np.log(xs), np.log([QUICKSTART_S[x] for x in xs])
+    e = math.log(eps_rel)
+    i = int(np.clip(np.searchsorted(-lx, -e), 1, len(xs) - 1))
+    slope = (ly[i] - ly[i - 1]) / (lx[i] - lx[i - 1])
+    return float(math.exp(ly[i - 1] + slope * (e - lx[i - 1])))
+
+
+def flat_scale_of(cfg: Config, eps_rel: float) -> float:
+    """T_f = K log(K/eps) / (eta delta^2 L^2 Delta^2) of the config (theory.flat_time_scale)."""
+    problem = build_problem(cfg)
+    th = theory_of(problem)
+    return flat_time_scale(problem.features.K, eps_rel, cfg.train.lr, th.delta, th.L, th.Delta)
+
+
+def budget_steps(cfg: Config, eps_rel: float, cap: int, margin: float = BUDGET_MARGIN) -> int:
+    """A run's step budget in the theory's time scale: margin x the steps the quickstart needs to
+    reach eps_rel in rescaled time s = eta L^2 t, times the flat-regime scale T_f of the run's
+    setting relative to the quickstart's (so a run of the quickstart geometry gets margin x s(eps) /
+    (eta L^2), and a slower geometry proportionally more), capped at ``cap``. A run that does not
+    reach its target within it is censored (``censored_runs``)."""
+    ref = base_config([f"engine.draws={cfg.engine.draws}"])
+    ratio = flat_scale_of(cfg, eps_rel) / flat_scale_of(ref, eps_rel)
+    steps = margin * rescaled_time_to(eps_rel) / QUICKSTART_ETA_L2 * ratio
+    return int(min(cap, max(1, math.ceil(steps))))
+
+
+def with_budget(cfg: Config, eps_rel: float, cap: int, margin: float = BUDGET_MARGIN) -> Config:
+    """The config with its budget from ``budget_steps`` and its target loss eps_rel x the initial loss."""
+    steps = budget_steps(cfg, eps_rel, cap, margin)
+    return with_overrides(cfg, ["train.eps_mode=relative", f"train.eps={eps_rel:g}", f"train.steps={steps}"])
+
+
+def censored_runs(runs: list[Run], event: str = "T_eps") -> list[str]:
+    """Names of the runs whose ``event`` (a summary field: T_eps, T_1) was not reached."""
+    return [r.config.name or "" for r in runs if r.summary.get(event) is None]
+
+
 def grid(values: list[float], n: int) -> list[float]:
     """n values spread over ``values`` (its ends always included)."""
     if n >= len(values):
@@ -148,6 +200,7 @@ def single_threaded(fn):
 
 
 __all__ = [
-    "Context", "base_config", "grid", "kernel_base", "load_config", "paper_base", "rel_runs", "run_group",
-    "sampled_base", "single_threaded", "with_overrides",
+    "BUDGET_MARGIN", "Context", "base_config", "budget_steps", "censored_runs", "flat_scale_of", "grid",
+    "kernel_base", "load_config", "paper_base", "rel_runs", "rescaled_time_to", "run_group", "sampled_base",
+    "single_threaded", "with_budget", "with_overrides",
 ]

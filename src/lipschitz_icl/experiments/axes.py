@@ -1,0 +1,161 @@
+"""The eps and delta axes of the flat-regime time scale K log(K/eps) / (eta delta^2 L^2 Delta^2).
+
+R4: one long run of the quickstart in rescaled time s = eta L^2 t, with the trainer's exact first
+step T_eps at each relative eps of a grid (summary ``T_rel``, eight per decade); is T_eps
+logarithmic in 1/eps, as K log(K/eps) says, or a power of 1/eps?
+
+The delta axis (part of P5's statistic, run from scaling.py): T_1 eta L^2 delta^2 Delta^2 across
+task classes at the quickstart geometry, each at L = L*/2 of its class; P5's scale predicts one value.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import plots
+from ..api import Run
+from .claims import ClaimResult, claim
+from .measure import L_star_of
+from .registry import experiment
+from .runner import (
+    Context,
+    censored_runs,
+    paper_base,
+    rel_runs,
+    run_group,
+    single_threaded,
+    with_budget,
+    with_overrides,
+)
+
+EPS_RANGE = (1e-4, 1e-3)  # relative eps over which eps_exponent is measured
+LOG_MAX, POLY_MIN = 0.25, 0.5  # eps_exponent margins: logarithmic at most LOG_MAX, polynomial at least POLY_MIN
+MIN_LEVELS = 5  # levels of the T_rel grid inside EPS_RANGE needed for a verdict
+R4_ETA = 4.0  # eta L^2 = 16 at L = 2: the same trajectory in s as eta = 1 (the quickstart table of runner)
+DELTA_CLASSES = ("linear", "relu_net", "rbf", "sinusoid", "norm")
+DELTA_CV_AGREES, DELTA_CV_DISAGREES = 0.25, 0.5  # P5's delta axis: one value across classes
+DELTA_EPS = 0.1  # the delta-axis runs stop at this relative loss, well past T_1 (s ~ 400 against ~ 170)
+
+CRITERION_R4 = (
+    f"One quickstart run (K = 5 orthonormal, linear, L = 2, eta = {R4_ETA:g}: eta L^2 = 16, the same trajectory "
+    "in s = eta L^2 t as eta = 1) trained to a relative loss of 1e-4 with a budget in rescaled time; T_eps is "
+    "the trainer's exact first step at each relative eps r = 10^(-j/8). eps_exponent = least-squares slope of "
+    f"log T_eps against log(1/eps) over eps in [{EPS_RANGE[0]:g}, {EPS_RANGE[1]:g}]. Two models are also fitted "
+    "there by least squares on T: power law log T = a + b log(1/eps), and logarithmic T = a + b log(1/eps) "
+    "(whose local log-log slope is b / (a + b log(1/eps)), about 1/log(1/eps) ~ 0.1 when a is small); their RMS "
+    f"residuals relative to T are compared. Supported (logarithmic) if eps_exponent <= {LOG_MAX} and the logarithmic "
+    f"model fits no worse; not supported (polynomial) if eps_exponent >= {POLY_MIN} and the power law fits "
+    f"better. Inconclusive otherwise, or with fewer than {MIN_LEVELS} levels reached in the range (censored).")
+
+
+@experiment("R4", suites=("extensions",))
+@single_threaded
+def exp_eps_axis(ctx: Context) -> list[ClaimResult]:
+    """T_eps against relative eps over four decades, from one run's exact crossing steps."""
+    S = ctx.sizes
+    cfg = paper_base(ctx, f"train.lr={R4_ETA:g}", "train.log_every=1000", "name=quickstart-long")
+    cfg = with_budget(cfg, EPS_RANGE[0], cap=4 * S.budget)
+    run = run_group(ctx, "eps-axis", [cfg], "R4 eps axis")[0]
+    stat, interval = eps_axis_statistic(run)
+    n = stat["levels_in_range"]
+    exp_ = stat["eps_exponent"]
+    decided = n >= MIN_LEVELS
+    log_better = decided and stat["rms_log_model"] <= stat["rms_power_law"]
+    sup = decided and exp_ <= LOG_MAX and log_better
+    ref = decided and exp_ >= POLY_MIN and not log_better
+    undecided = ""
+    if not decided:
+        undecided = (f"only {n} of the T_rel levels in [{EPS_RANGE[0]:g}, {EPS_RANGE[1]:g}] were reached within "
+                     f"{cfg.train.steps} steps; a budget reaching a relative loss of {EPS_RANGE[0]:g} decides it")
+    elif not (sup or ref):
+        undecided = ("eps_exponent lies between the margins or the residuals favour the other model; a wider eps "
+                     "range (a longer run) decides it")
+    notes = ("A finding against P5: T_eps grows as a power of 1/eps, not as log(1/eps)."
+             if ref else "")
+    return [claim("R4", CRITERION_R4, stat, sup, ref, figures=[_eps_figure(ctx, run, stat)], runs=rel_runs(ctx, [run]),
+                  censored=0 if decided else 1, interval=interval, undecided_because=undecided, notes=notes)]
+
+
+def eps_axis_statistic(run: Run) -> tuple[dict, dict[str, list[float]]]:
+    """eps_exponent over EPS_RANGE from the run's T_rel, both models' fits and their residuals."""
+    eta_L2 = run.config.train.lr * run.config.task.L ** 2
+    levels = {float(k): int(t) for k, t in (run.summary.get("T_rel") or {}).items() if t}
+    inside = sorted((e, t) for e, t in levels.items() if EPS_RANGE[0] * 0.999 <= e <= EPS_RANGE[1] * 1.001)
+    stat: dict = {"eta_L2": eta_L2, "levels_in_range": len(inside), "eps_exponent": None,
+                  "rms_power_law": None, "rms_log_model": None, "log_model_local_slope": None,
+                  "s_eps": {f"{e:.3g}": t * eta_L2 for e, t in sorted(levels.items(), reverse=True)},
+                  "status": run.summary["status"], "steps": run.summary["steps"]}
+    if len(inside) < 3:
+        return stat, {}
+    x = np.log([1 / e for e, _ in inside])  # log(1/eps)
+    T = np.array([t for _, t in inside], dtype=float)
+    A = np.column_stack([np.ones_like(x), x])
+    (a_p, b_p), *_ = np.linalg.lstsq(A, np.log(T), rcond=None)
+    resid_p = np.log(T) - A @ [a_p, b_p]
+    (a_l, b_l), *_ = np.linalg.lstsq(A, T, rcond=None)
+    rel_p = (T - np.exp(A @ [a_p, b_p])) / T  # both models' residuals relative to T
+    rel_l = (T - A @ [a_l, b_l]) / T
+    se = math.sqrt(float(resid_p @ resid_p) / max(len(x) - 2, 1) / float(((x - x.mean()) ** 2).sum()))
+    mid = float(x.mean())
+    stat.update(eps_exponent=float(b_p), eps_exponent_se=se, power_law={"a": float(a_p), "b": float(b_p)},
+                log_model={"a": float(a_l), "b": float(b_l)}, rms_power_law=float(np.sqrt(np.mean(rel_p**2))),
+                rms_log_model=float(np.sqrt(np.mean(rel_l**2))),
+                log_model_local_slope=float(b_l / (a_l + b_l * mid)) if a_l + b_l * mid > 0 else None)
+    return stat, {"eps_exponent": [float(b_p) - 2 * se, float(b_p) + 2 * se]}
+
+
+def _eps_figure(ctx: Context, run: Run, stat: dict) -> str:
+    fig, axes = plots.figure(2, 1)
+    s_eps = {float(k): v for k, v in stat["s_eps"].items()}
+    inv = np.array([1 / e for e in s_eps])
+    s = np.array(list(s_eps.values()))
+    for ax, log_x in ((axes[0][0], True), (axes[0][1], False)):
+        ax.plot(inv, s, "o", ms=3, label="s = eta L^2 T_eps (trainer's exact step)")
+        if stat["eps_exponent"] is not None:
+            xx = np.geomspace(1 / EPS_RANGE[1], 1 / EPS_RANGE[0], 20)
+            p, lm = stat["power_law"], stat["log_model"]
+            ax.plot(xx, stat["eta_L2"] * np.exp(p["a"]) * xx ** p["b"], "-", color="k",
+                    label=f"power law: exponent {p['b']:.2f}")
+            ax.plot(xx, stat["eta_L2"] * (lm["a"] + lm["b"] * np.log(xx)), "--", color="tab:red",
+                    label="a + b log(1/eps)")
+        ax.set(xscale="log", yscale="log" if log_x else "linear", xlabel="1 / eps (relative)",
+               ylabel="rescaled time s", title="log-log" if log_x else "log x (a straight line: logarithmic)")
+        ax.axvspan(1 / EPS_RANGE[1], 1 / EPS_RANGE[0], color="grey", alpha=0.1)
+    axes[0][0].legend(fontsize=6)
+    return plots.save(fig, ctx.out, "eps_axis")
+
+
+# ----------------------------------------------------------------------------- the delta axis (P5)
+
+
+@dataclass
+class DeltaAxis:
+    """T_1 eta L^2 delta^2 Delta^2 per class, its coefficient of variation, censored runs, the runs."""
+    values: dict[str, float | None]
+    cv: float | None
+    censored: list[str]
+    runs: list[Run]
+
+
+def delta_axis(ctx: Context) -> DeltaAxis:
+    """Every class of DELTA_CLASSES at the quickstart geometry and L = L*/2 of its class, budget in T_f."""
+    S = ctx.sizes
+    base = paper_base(ctx, f"task.kernel_samples={S.kernel_samples}")
+    configs = []
+    for cls in DELTA_CLASSES:
+        c = with_overrides(base, [f"task.kind={cls}", "task.L=1"])
+        c = with_overrides(c, [f"task.L={0.5 * L_star_of(c):.6g}", f"name=delta-{cls}"])
+        configs.append(with_budget(c, DELTA_EPS, cap=4 * S.budget))
+    runs = run_group(ctx, "delta-axis", configs, "(c) T_1 across classes (delta axis)")
+    values: dict[str, float | None] = {}
+    for r in runs:
+        sm = r.summary
+        T1 = sm["T_1"]
+        values[r.config.task.kind] = None if T1 is None else \
+            T1 * r.config.train.lr * sm["L"] ** 2 * sm["delta"] ** 2 * sm["Delta"] ** 2
+    got = np.array([v for v in values.values() if v is not None])
+    cv = float(got.std(ddof=1) / got.mean()) if got.size >= 2 else None
+    return DeltaAxis(values, cv, censored_runs(runs, "T_1"), runs)
