@@ -83,3 +83,5 @@ def test_every_experiment_runs_at_tiny_size(tmp_path, suite):
         assert c.criterion != "(experiment failed)", c.notes
         assert c.figures and all((tmp_path / f).is_file() for f in c.figures)
         assert c.statistic
+    undecided = [c.id for c in claims if c.verdict == INCONCLUSIVE and not c.undecided_because]
+    assert not undecided, f"inconclusive without saying what would decide it: {undecided}"

@@ -230,7 +230,10 @@ def exp_beyond(ctx: Context) -> list[ClaimResult]:
               "the share passing lies between the margins (or censored runs could move it across one); more "
               "settings or budgets that let the censored runs finish decide it"),
         claim("P3", crit3, stat3, bool(ok3) and frac3 >= 0.9, bool(ok3) and frac3 < 0.5, figures=[fig],
-              runs=rel_runs(ctx, runs)),
+              runs=rel_runs(ctx, runs), censored=len(rows) - len(conv),
+              undecided_because="" if ok3 and (frac3 >= 0.9 or frac3 < 0.5) else
+              ("no run reached eps within its budget: budgets that let the runs converge decide it" if not ok3 else
+               f"{frac3:.0%} of the converged runs pass, between the margins (50%, 90%); more settings decide it")),
     ]
 
 
