@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 import lipschitz_icl as li
 from lipschitz_icl.baselines import BASELINES
 from lipschitz_icl.cli import app
-from lipschitz_icl.evaluate import COLUMNS, default_contexts, evaluate_run
+from lipschitz_icl.evaluate import COLUMNS, MODEL, default_contexts, evaluate_run
 
 runner = CliRunner()
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -30,11 +30,12 @@ def trained(tmp_path_factory):
 def test_evaluate_cli_prints_the_baseline_table(trained):
     result = runner.invoke(app, ["evaluate", str(trained), "--prompts", "64", "--contexts", "1,4,12"])
     assert result.exit_code == 0, result.output
-    for name in ("model", "1-NN", "3-NN", "NW", "LS", "GP", "mean", "Bayes", "linear", "relu_net", "held out"):
+    for name in ("trained", "lin-attn", "1-NN", "3-NN", "NW", "LS", "GP", "mean", "Bayes", "linear", "relu_net",
+                 "held out"):
         assert name in result.stdout, name
     table = pd.read_parquet(trained / "evaluation.parquet")
     assert list(table.columns) == COLUMNS
-    assert len(table) == 3 * (2 + len(BASELINES)) * 2  # contexts x methods (model, baselines, Bayes) x classes
+    assert len(table) == 3 * (3 + len(BASELINES)) * 2  # contexts x (model, lin. attn, baselines, Bayes) x classes
     pd.testing.assert_frame_equal(pd.read_csv(trained / "evaluation.csv"), table, check_dtype=False)
     assert (trained / "evaluation.png").stat().st_size > 1000
 
@@ -43,17 +44,17 @@ def test_evaluation_numbers(trained):
     table = evaluate_run(trained, prompts=64, contexts=[1, 12], classes=["linear"])
     one = table[table.n_context == 1].set_index("method")["error"]
     # one context example: softmax over one token, so the model, 1-NN and the mean all predict its label
-    assert one["model"] == pytest.approx(one["1-NN"]) and one["model"] == pytest.approx(one["context mean"])
+    assert one[MODEL] == pytest.approx(one["1-NN"]) and one[MODEL] == pytest.approx(one["context mean"])
     full = table[table.n_context == 12].set_index("method")["error"]
-    assert full["model"] < 0.7 * full["context mean"]  # the trained attention beats averaging
+    assert full[MODEL] < 0.7 * full["context mean"]  # the trained attention beats averaging
     assert (table.se > 0).all()
     # the same prompts for every method: a second evaluation gives the same numbers
     pd.testing.assert_frame_equal(table, evaluate_run(trained, prompts=64, contexts=[1, 12], classes=["linear"]))
 
 
 def test_default_contexts():
-    assert default_contexts(12) == [1, 2, 4, 8, 12]
-    assert default_contexts(1) == [1]
+    assert default_contexts(12) == [1, 2, 4, 8, 12, 16, 24, 32, 48]  # up to 4N: length generalisation
+    assert default_contexts(1) == [1, 2, 4]
 
 
 @pytest.mark.parametrize("args,needle", [

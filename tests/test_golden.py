@@ -43,9 +43,11 @@ CASES: dict[str, list[str]] = {
     "sampled_gd": [*SAMPLED, "features.noise=0.1"],
     "sampled_converges": [*SAMPLED, "train.eps=0.3", "train.log_every=5"],
     "sampled_diverges": [*SAMPLED, "engine.dtype=float32", "task.L=1e6", "train.lr=1e30", "features.noise=0.5"],
-    "sampled_sgd_factored": [*SAMPLED, "train.optimizer=sgd", "model.kind=factored", "train.lr=0.5"],
+    "sampled_sgd_factored": [*SAMPLED, "train.optimizer=sgd", "model.kind=factored", "train.lr=0.5",
+                             "engine.dtype=float64"],  # pinned: float32 is the neural models' default
     "sampled_train_prompts": [*SAMPLED, "engine.train_prompts=40", "engine.batch=8", "train.optimizer=sgd"],
     "sampled_transformer": [*SAMPLED, "model.kind=transformer", "model.width=8", "model.n_heads=2",
+                            "engine.dtype=float64",  # pinned: float32 is the neural models' default
                             "train.optimizer=adam", "train.lr=0.01", "train.steps=6", "train.log_every=3"],
 }
 BATCHED = ["kernel_gd_diag", "kernel_gd_full", "kernel_gd_relu", "kernel_noise", "kernel_mean_field",

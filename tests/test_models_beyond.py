@@ -163,11 +163,11 @@ def test_finite_training_set_run_overfits_small_M(small_overrides):
     assert small["final_test_error"] > 3 * small["final_loss"]  # a generalisation gap on 4 prompts
 
 
-@pytest.mark.parametrize("extra", [
+@pytest.mark.parametrize("extra", [  # float64 pinned: the neural models default to float32
     ["engine.kind=sampled"],
-    ["engine.kind=sampled", "model.kind=factored"],
+    ["engine.kind=sampled", "model.kind=factored", "engine.dtype=float64"],
     ["engine.kind=sampled", "model.kind=transformer", "model.width=8", "model.n_heads=2", "train.optimizer=adam",
-     "train.lr=0.01"],
+     "train.lr=0.01", "engine.dtype=float64"],
 ])
 def test_params_pt_restores_the_trained_model(tmp_path, small_overrides, extra):
     run = li.run(None, [*small_overrides, "engine.batch=32", "train.steps=20", *extra], out=tmp_path / "r")

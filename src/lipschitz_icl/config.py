@@ -39,6 +39,7 @@ from .limits import MAX_ENV, max_elements
 from .tasks import make_task, task_names
 from .transformer import size_checks
 
+NEURAL_MODELS = ("factored", "transformer")  # trained in float32 by default on the sampled engine
 FLOAT32_MAX = 3.4028234663852886e38  # the largest float32: a step size above it cannot be applied
 _PLUGIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -140,11 +141,13 @@ class TaskConfig(_Strict):
 
 
 class ModelConfig(_Strict):
-    kind: Literal["reduced", "factored", "transformer"] = Field(
-        "reduced", description="reduced: merged Q; factored: separate W_Q, W_K; transformer: embedded (x, y) tokens"
+    kind: Literal["reduced", "factored", "transformer", "linear_attention"] = Field(
+        "reduced", description="reduced: merged Q; factored: separate W_Q, W_K; transformer: embedded (x, y) "
+        "tokens; linear_attention: y_hat = sum_i y_i x_i^T Gamma x_q / n"
     )
     init: Literal["auto", "zero", "random"] = Field(
-        "auto", description="Q^(0) = 0 or random; auto: zero for reduced, random otherwise"
+        "auto", description="Q^(0) (Gamma^(0)) = 0 or random; auto: zero for reduced and linear_attention, "
+        "random otherwise"
     )
     init_scale: float = Field(0.01, ge=0, le=1e6, description="std of random init (reduced, factored)")
     d_k: int | None = Field(None, ge=1, le=100_000, description="factored: key/query dimension (default d)")
@@ -156,7 +159,7 @@ class ModelConfig(_Strict):
 
     @model_validator(mode="after")
     def _kind_fields(self) -> ModelConfig:
-        if self.kind != "reduced" and self.init == "zero":
+        if self.kind in NEURAL_MODELS and self.init == "zero":
             raise ConfigError(
                 "model.init", f"model.kind={self.kind} needs random init (zero weights are a stationary point)"
             )
@@ -189,7 +192,9 @@ class EngineConfig(_Strict):
     space: Literal["auto", "S", "Q"] = Field(
         "auto", description="kernel: optimise S = V^T Q V (K x K) or Q (d x d); auto: S unless adam"
     )
-    dtype: Literal["float64", "float32"] = "float64"
+    dtype: Literal["float64", "float32"] = Field(
+        "float64", description="float64; unset with the sampled engine and a neural model: float32"
+    )
     device: Literal["auto", "cpu", "cuda"] = "cpu"
     train_prompts: int | None = Field(
         None, ge=1, le=100_000_000, description="sampled: a fixed training set of M prompts (default: none)"
@@ -256,6 +261,7 @@ class Config(_Strict):
 
     @model_validator(mode="after")
     def _registered(self) -> Config:
+        self._default_dtype()
         for mod in self.plugins:
             import_plugin(mod)
         names = task_names()
@@ -271,6 +277,13 @@ class Config(_Strict):
         engine_class(self.engine.kind).check_config(self)  # an unregistered kind is named with the known ones
         self._check_sizes()
         return self
+
+    def _default_dtype(self) -> None:
+        """A neural model (factored, transformer) on the sampled engine trains in float32 unless
+        engine.dtype is given: several times faster on CPU, and its runs do not need float64."""
+        if ("dtype" not in self.engine.model_fields_set and self.engine.kind == "sampled"
+                and self.model.kind in NEURAL_MODELS):
+            self.engine.dtype = "float32"
 
     def _check_sizes(self) -> None:
         """Refuse, before anything is allocated, a run whose working set would exceed limits.max_elements().

@@ -21,7 +21,9 @@ import torch
 from torch import nn
 
 from .api import Run, load_run
+from .api import run as run_config
 from .baselines import BASELINES, USES_DISTANCES, gp_regression, kernel_posterior_mean, pairwise_sq_dists
+from .config import Config, EngineConfig, EvalConfig, ModelConfig, TrainConfig
 from .engines import draw_prompts, make_generator
 from .engines.sampled import PromptBatch
 from .errors import UserInputError
@@ -33,8 +35,10 @@ from .store import atomic_write_bytes, atomic_write_parquet, read_params
 from .tasks import TaskClass, make_task, task_names
 
 EVALUATION_PARQUET, EVALUATION_CSV = "evaluation.parquet", "evaluation.csv"
-COLUMNS = ["n_context", "method", "class", "error", "se"]
-MODEL = "model"
+COLUMNS = ["n_context", "method", "class", "error", "se", "beyond_N"]  # beyond_N: n > the training N
+MODEL = "trained attention (this run)"  # the run's own model at its trained parameters (Q for reduced)
+LINEAR = "linear attention (GD)"  # y_hat = sum_i y_i x_i^T Gamma x_q / n, Gamma trained here by GD
+LINEAR_STEPS, LINEAR_BATCH = 300, 512  # the linear-attention baseline's budget: GD on one fixed batch
 BAYES = "Bayes (Sigma)"  # kernel regression on the feature ids with the class's own Sigma and tau^2
 CHUNK_ELEMENTS = 2**22  # prompts are processed in chunks of about this many P * n * (n + d) entries
 KERNEL_COPIES = 8  # n x n matrices of one prompt alive at once (distances, weights, kernel, factor, inverse)
@@ -60,9 +64,37 @@ def load_model(run: Run) -> nn.Module:
 
 
 def default_contexts(N: int) -> list[int]:
-    """1, 2, 4, ... up to the training N, and N itself."""
-    out = [2**i for i in range(int(math.log2(N)) + 1) if 2**i <= N]
-    return sorted(set(out) | {N})
+    """1, 2, 4, ... up to 4N, and N, 2N, 4N: beyond the training N, length generalisation."""
+    out = [2**i for i in range(int(math.log2(4 * N)) + 1) if 2**i <= 4 * N]
+    return sorted(set(out) | {N, 2 * N, 4 * N})
+
+
+def linear_step_size(cfg: Config, fs, task: TaskClass) -> float:
+    """GD step 1/lambda_max for linear attention: its loss is quadratic in Gamma, y_hat = <Gamma, S>
+    with S = sum_i y_i x_i x_q^T / N, so the Hessian is E[vec S vec S^T], estimated on one batch."""
+    batch = draw_prompts(fs, task, cfg.prompt.N, LINEAR_BATCH, cfg.task.label_noise,
+                         make_generator(cfg.seed, "evaluate:linear_step"))
+    S = torch.einsum("bn,bni,bj->bij", batch.y[:, :-1], batch.x[:, :-1], batch.x[:, -1]) / cfg.prompt.N  # noqa: N806
+    flat = S.reshape(LINEAR_BATCH, -1)
+    lam = float(torch.linalg.matrix_norm(flat, ord=2)) ** 2 / LINEAR_BATCH  # top eigenvalue, no d^2 x d^2 matrix
+    return 1.0 / lam if lam > 0 else 1.0
+
+
+def train_linear_attention(cfg: Config, fs, task: TaskClass) -> nn.Module:
+    """The linear-attention baseline: trained once, seeded, by GD on the run's own task class, features,
+    noise and N (the sampled engine, one fixed batch of LINEAR_BATCH prompts, LINEAR_STEPS steps)."""
+    lin = cfg.model_copy(deep=True)
+    lin.name = None
+    lin.engine = EngineConfig(kind="sampled", batch=LINEAR_BATCH, dtype="float64")
+    lin.model = ModelConfig(kind="linear_attention")
+    lin.train = TrainConfig(optimizer="gd", lr=linear_step_size(cfg, fs, task), steps=LINEAR_STEPS,
+                            eps=1e-12, log_every=LINEAR_STEPS)
+    lin.eval = EvalConfig(functions=16)
+    with torch.enable_grad():  # evaluate_run itself runs under no_grad
+        params = run_config(lin, write=False).params
+    model = make_model(lin.model, cfg.features.d, make_generator(cfg.seed, "init"), torch.float64, "cpu")
+    model.load_state_dict(params)
+    return model.eval()
 
 
 def default_classes(run: Run) -> list[str]:
@@ -110,7 +142,8 @@ def context_distances(x_ctx: torch.Tensor) -> torch.Tensor | None:
 
 
 def _predict(method: str, fn, model, x_ctx, y_ctx, x_q, noise: float, sq_ctx: torch.Tensor | None) -> torch.Tensor:
-    if method == MODEL:
+    if method in (MODEL, LINEAR):
+        model = fn if method == LINEAR else model  # the linear-attention baseline travels as its fn
         dt = next(model.parameters()).dtype
         return model(x_ctx.to(dt), y_ctx.to(dt), x_q.to(dt))[0].to(x_ctx.dtype)
     kwargs = {"sq_ctx": sq_ctx} if method in USES_DISTANCES else {}
@@ -124,9 +157,10 @@ def chunk_prompts(n: int, d: int) -> int:
     return max(1, CHUNK_ELEMENTS // (n * (n + d)))
 
 
-def _cell_errors(batch: PromptBatch, n: int, sigma: torch.Tensor, model: nn.Module, tau: float) -> dict:
+def _cell_errors(batch: PromptBatch, n: int, sigma: torch.Tensor, model: nn.Module, linear: nn.Module,
+                 tau: float) -> dict:
     """Per-prompt errors 1/2 (y_hat - f(x_q))^2 of every method at n context examples."""
-    methods = {MODEL: None, **BASELINES}
+    methods = {MODEL: None, LINEAR: linear, **BASELINES}
     gp_noise = 1e-3 + tau**2  # the GP's noise variance: small, plus the known label noise
     errs: dict[str, list[torch.Tensor]] = {m: [] for m in [*methods, BAYES]}
     prompts, target = batch.x.shape[0], batch.target
@@ -164,8 +198,10 @@ def evaluate_run(
     classes: list[str] | None = None,
     progress: ProgressFn | None = None,
 ) -> pd.DataFrame:
-    """The tidy evaluation table: n_context, method, class, error, se (methods: model, baselines and
-    the class's kernel predictor ``BAYES``). ``table.attrs["warnings"]``: baselines that are exact."""
+    """The tidy evaluation table: n_context, method, class, error, se, beyond_N (n > the training N:
+    length generalisation). Methods: the run's trained model ``MODEL``, the linear-attention baseline
+    ``LINEAR`` trained here by GD, the baselines, and the class's kernel predictor ``BAYES``.
+    ``table.attrs["warnings"]``: baselines that are exact."""
     run = run if isinstance(run, Run) else load_run(run)
     cfg = run.config
     contexts = sorted(set(contexts or default_contexts(cfg.prompt.N)))
@@ -176,6 +212,7 @@ def evaluate_run(
     _check_sizes(prompts, max(contexts), tasks, cfg.features.d)
     model = load_model(run)
     fs = make_features(cfg.features, make_generator(cfg.seed, "features"))
+    linear = train_linear_attention(cfg, fs, make_task(cfg.task.kind, cfg.task.L, cfg.features.d, cfg.task.params))
     tau = cfg.task.label_noise
     noise_free = cfg.features.noise == 0 and tau == 0
     rows, warns, done, total = [], [], 0, len(classes) * len(contexts)
@@ -184,8 +221,9 @@ def evaluate_run(
         batch = draw_prompts(fs, task, max(contexts), prompts, tau, make_generator(cfg.seed, f"evaluate:{name}"))
         warns.append(exact_baseline_warning(name, batch, contexts, noise_free))
         for n in contexts:
-            for method, e in _cell_errors(batch, n, sigma, model, tau).items():
-                rows.append((n, method, name, float(e.mean()), float(e.std() / math.sqrt(len(e)))))
+            for method, e in _cell_errors(batch, n, sigma, model, linear, tau).items():
+                se = float(e.std() / math.sqrt(len(e)))
+                rows.append((n, method, name, float(e.mean()), se, n > cfg.prompt.N))
             done += 1
             if progress is not None:
                 progress(done, total)

@@ -10,6 +10,11 @@ treats every model the same way (no hidden state, no hooks).
   nn.Linear weights), logits (W_Q x_q)^T (W_K x_i) / sqrt(d_k), labels aggregated as in the
   reduced model. Its merged matrix is Q_eff = W_K^T W_Q / sqrt(d_k) (so x_i^T Q_eff x_q are
   the logits).
+- ``linear_attention``: one-layer linear self-attention in the standard in-context regression
+  construction, y_hat = sum_i y_i x_i^T Gamma x_q / n over the n context tokens, with a
+  trainable Gamma in R^{d x d} (Gamma^(0) = 0 by default: y_hat is linear in Gamma, so zero is
+  not a stationary point). Its "attention" is the weight x_i^T Gamma x_q / n of each label,
+  not a softmax: it need not be positive or sum to 1.
 - ``transformer``: see transformer.py.
 """
 
@@ -88,6 +93,33 @@ class FactoredAttention(nn.Module):
         return self.W_K.T @ self.W_Q / self.d_k**0.5
 
 
+class LinearAttention(nn.Module):
+    """y_hat = sum_i y_i x_i^T Gamma x_q / n: linear self-attention whose values are the labels."""
+
+    def __init__(
+        self,
+        d: int,
+        init: str = "zero",
+        init_scale: float = 0.01,
+        gen: torch.Generator | None = None,
+        dtype: torch.dtype = torch.float64,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        super().__init__()
+        G0 = torch.zeros(d, d, dtype=dtype, device=device)  # noqa: N806 - Gamma^(0)
+        if init == "random":
+            G0 = init_scale * torch.randn(d, d, generator=gen, dtype=dtype, device=device) / d**0.5  # noqa: N806
+        self.Gamma = nn.Parameter(G0)  # Gamma, the trainable d x d matrix
+
+    def forward(
+        self, x_ctx: torch.Tensor, y_ctx: torch.Tensor, x_q: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """x_ctx (B, n, d), y_ctx (B, n), x_q (B, d) -> (y_hat (B,), weights x_i^T Gamma x_q / n (B, n))."""
+        gx = x_q @ self.Gamma.T  # (B, d): Gamma x_q
+        weights = torch.bmm(x_ctx, gx.unsqueeze(-1)).squeeze(-1) / x_ctx.shape[1]  # x_i^T Gamma x_q / n
+        return (weights * y_ctx).sum(-1), weights
+
+
 def make_model(cfg, d: int, gen: torch.Generator, dtype: torch.dtype, device) -> nn.Module:
     """The model a ModelConfig describes; every random init draws from ``gen``."""
     if cfg.kind == "reduced":
@@ -95,6 +127,9 @@ def make_model(cfg, d: int, gen: torch.Generator, dtype: torch.dtype, device) ->
         return ReducedAttention(d, init, cfg.init_scale, gen, dtype, device)
     if cfg.kind == "factored":
         return FactoredAttention(d, getattr(cfg, "d_k", None), cfg.init_scale, gen, dtype, device)
+    if cfg.kind == "linear_attention":
+        init = "zero" if cfg.init == "auto" else cfg.init  # Gamma^(0) = 0 unless asked otherwise
+        return LinearAttention(d, init, cfg.init_scale, gen, dtype, device)
     if cfg.kind == "transformer":
         return ICLTransformer(
             d, width=cfg.width, n_layers=cfg.n_layers, n_heads=cfg.n_heads, mlp=cfg.mlp,

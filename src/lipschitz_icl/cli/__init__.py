@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import typer
 
+from .. import __version__
 from ..threads import configured_threads
 from .analyze import analyze_command
 from .bench import bench_command
@@ -26,8 +27,18 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"lipschitz-icl {__version__} (torch {torch.__version__})")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the package and torch versions."
+    ),
+) -> None:
     """In-context learning of nonlinear L-Lipschitz regression with one-layer softmax attention.
 
     Start with `lipschitz-icl run configs/quickstart.yaml`; every command has --help.

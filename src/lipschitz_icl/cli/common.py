@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import signal
 import sys
+import time
 import warnings
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import click
+import numpy as np
 import pyarrow as pa
 import typer
 from rich.console import Console
@@ -174,6 +178,48 @@ def progress_bar(transient: bool = True, eta: bool = False) -> Progress:
         transient=transient,
         disable=not err.is_terminal and not _force_progress(),
     )
+
+
+class StopEta:
+    """Time left to the expected stop of a run, from its recorded losses: while the loss decays
+    geometrically toward the target eps (eps x the first loss with eps_mode relative), the steps to eps are
+    extrapolated from the slope of log loss against step over the last ``window`` records, and capped by
+    the budget. No estimate (None) while the loss does not fall or fewer than three records exist:
+    a time to the budget alone would say nothing about when the run stops."""
+
+    def __init__(self, eps: float, budget: int, relative: bool = False, window: int = 6,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.eps, self.budget, self.relative, self.clock = eps, budget, relative, clock
+        self.points: deque[tuple[int, float, float]] = deque(maxlen=window)  # (step, log loss, time)
+        self.target: float | None = None  # the loss at which the run stops: eps, or eps x the first loss
+
+    def update(self, step: int, loss: float) -> float | None:
+        """Record (step, loss) now; seconds left to the expected stop, or None without an estimate."""
+        if not (math.isfinite(loss) and loss > 0):
+            return None
+        if self.target is None:
+            self.target = self.eps * loss if self.relative else self.eps
+        self.points.append((step, math.log(loss), self.clock()))
+        if len(self.points) < 3:
+            return None
+        steps, logs, times = (np.array(col, dtype=float) for col in zip(*self.points, strict=True))
+        if steps[-1] <= steps[0]:
+            return None
+        slope = float(np.polyfit(steps, logs, 1)[0])  # d log(loss) / d step over the window
+        if slope >= 0:
+            return None
+        to_eps = max(0.0, (math.log(self.target) - logs[-1]) / slope)
+        left = min(to_eps, max(0.0, self.budget - steps[-1]))
+        return left * (times[-1] - times[0]) / (steps[-1] - steps[0])
+
+
+def format_eta(seconds: float | None) -> str:
+    """``eta 1:02:03`` (or ``eta 4:05``), or nothing when there is no estimate."""
+    if seconds is None:
+        return ""
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"eta {hours}:{minutes:02d}:{secs:02d}" if hours else f"eta {minutes}:{secs:02d}"
 
 
 def _force_progress() -> bool:

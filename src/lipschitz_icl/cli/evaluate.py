@@ -9,7 +9,7 @@ from rich.table import Table
 
 from ..api import load_run
 from ..errors import UserInputError
-from ..evaluate import evaluate_run, write_evaluation
+from ..evaluate import LINEAR, MODEL, evaluate_run, write_evaluation
 from ..plots.evaluate import evaluation_figure
 from .common import check_out_path, check_run_dir, err, esc, out, progress_bar, user_errors
 
@@ -26,7 +26,8 @@ def _parse_contexts(text: str | None) -> list[int] | None:
     return values
 
 
-SHORT = {"Nadaraya-Watson": "NW", "least squares": "LS", "context mean": "mean", "Bayes (Sigma)": "Bayes"}
+SHORT = {MODEL: "trained", LINEAR: "lin-attn",
+         "Nadaraya-Watson": "NW", "least squares": "LS", "context mean": "mean", "Bayes (Sigma)": "Bayes"}
 
 
 def evaluation_tables(table, trained: str) -> list[Table]:
@@ -38,8 +39,10 @@ def evaluation_tables(table, trained: str) -> list[Table]:
         best = sub.loc[sub.groupby("n_context")["error"].idxmin()].set_index("n_context")["method"]
         kind = "the run's class" if cls == trained else "held out"
         t = Table(title=f"{esc(cls)} ({kind}): error 1/2 E[(y_hat - f(x_q))^2] on unseen functions",
-                  caption="bold: lowest; NW Nadaraya-Watson, LS least squares, Bayes: kernel regression with the "
-                          "class's Sigma on the feature ids; standard errors in evaluation.csv")
+                  caption="bold: lowest; trained: this run's model; lin-attn: linear attention trained by GD here; "
+                          "NW Nadaraya-Watson, LS least squares, Bayes: kernel regression with the "
+                          "class's Sigma on the feature ids; n*: more examples than the training N; "
+                          "standard errors in evaluation.csv")
         t.add_column("n", justify="right")
         for m in methods:
             t.add_column(esc(SHORT.get(m, m)), justify="right")
@@ -48,7 +51,8 @@ def evaluation_tables(table, trained: str) -> list[Table]:
             for m in methods:
                 text = f"{rows[rows.method == m].iloc[0].error:.3g}"
                 cells.append(f"[bold]{text}[/]" if best[n] == m else text)
-            t.add_row(str(n), *cells)
+            beyond = bool(rows["beyond_N"].iloc[0]) if "beyond_N" in rows else False
+            t.add_row(f"{n}*" if beyond else str(n), *cells)
         tables.append(t)
     return tables
 
@@ -56,7 +60,8 @@ def evaluation_tables(table, trained: str) -> list[Table]:
 def evaluate_command(
     run_dir: Path = typer.Argument(..., help="A run directory written by `lipschitz-icl run`."),
     prompts: int = typer.Option(512, "--prompts", min=2, help="Prompts per class (unseen functions)."),
-    contexts: str = typer.Option(None, "--contexts", help="Context sizes, e.g. 1,2,4,8 (default: powers of 2 to N)."),
+    contexts: str = typer.Option(None, "--contexts", help="Context sizes, e.g. 1,2,4,8 (default: powers of 2 "
+                                 "to 4N, and N, 2N, 4N)."),
     classes: list[str] = typer.Option(None, "--class", help="Task class to test on (repeatable; default: the "
                                       "run's class and a held-out one)."),
     out_dir: Path = typer.Option(None, "--out", "-o", help="Where to write the outputs (default: RUN_DIR)."),

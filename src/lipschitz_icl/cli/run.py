@@ -10,11 +10,13 @@ from rich.table import Table
 from ..api import run as run_api
 from ..config import default_config, load_config
 from .common import (
+    StopEta,
     cell,
     check_out_path,
     err,
     esc,
     fail,
+    format_eta,
     out,
     progress_bar,
     sigterm_as_interrupt,
@@ -62,9 +64,12 @@ def run_command(
             return
         with progress_bar() as bar, sigterm_as_interrupt():
             task = bar.add_task("training", total=cfg.train.steps, info="")
+            # the time left to the expected stop (loss <= eps), not to the step budget
+            eta = StopEta(cfg.train.eps, cfg.train.steps, relative=cfg.train.eps_mode == "relative")
 
             def progress(step: int, loss: float, attn_min: float) -> None:
-                bar.update(task, completed=step, info=f"loss {loss:.3e}  min Attn_k {attn_min:.3f}")
+                left = format_eta(eta.update(step, loss))
+                bar.update(task, completed=step, info=f"loss {loss:.3e}  min Attn_k {attn_min:.3f}  {left}")
 
             try:
                 result = run_api(cfg, out=out_dir, force=force, progress=progress)

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..evaluate import MODEL
 from ..store import atomic_write_bytes
 from . import colors, figure, plt
 
-MODEL = "model"
 ORACLE = "Bayes (Sigma)"  # knows the class's kernel and the feature ids: drawn dashed, as a reference
 FLOOR = 1e-6  # relative to the largest error of a panel
 
@@ -32,6 +32,10 @@ def evaluation_figure(table: pd.DataFrame, path: str | Path, title: str = "") ->
             err = rows.error.clip(lower=floor)
             ax.errorbar(rows.n_context, err, yerr=rows.se.where(rows.error > floor, 0.0), marker="o", ms=3,
                         capsize=2, label=method, **style)
+        beyond = sub[sub["beyond_N"]] if "beyond_N" in sub else sub.iloc[:0]
+        if len(beyond):  # length generalisation: n past the training N, shaded
+            ax.axvspan(float(beyond.n_context.min()), float(beyond.n_context.max()), color="grey", alpha=0.12,
+                       label="n > training N")
         ax.axhline(floor, color="grey", lw=0.6, ls=":", label="floor: smaller errors drawn on it")
         ax.set(xscale="log", yscale="log", xlabel="context examples n", ylabel="error 1/2 E[(y_hat - f(x_q))^2]",
                title=f"{title} {cls}".strip())
