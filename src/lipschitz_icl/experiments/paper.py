@@ -212,29 +212,35 @@ def exp_beyond(ctx: Context) -> list[ClaimResult]:
     frac8 = sum(passed) / len(passed)
     cens8 = [x["name"] for x in beyond_rows if not x["converged"] and x["status"] == "budget"]
     frac8_hi = (sum(passed) + len(cens8)) / len(passed)  # censored runs counted as passing
-    conv = [x for x in rows if x["converged"]]
-    ok3 = [x["min_attn"] is not None and x["min_attn"] >= 0.9 and x["test_error"] is not None
-           and x["test_error"] <= 1.5 * x["eps"] for x in conv]
-    frac3 = sum(ok3) / len(ok3) if ok3 else math.nan
     fig = _beyond_figure(ctx, runs, rows)
     stat8 = {"fraction_passing": frac8, "fraction_passing_if_censored_pass": frac8_hi, "censored_runs": cens8,
              "settings": {x["name"]: {"n_phases": x["n_phases"], "converged": x["converged"],
                                       "status": x["status"]} for x in rows}}
-    stat3 = {"converged_runs": len(conv), "fraction_attn_and_error_ok": frac3,
-             "per_run": {x["name"]: {"min_attn": x["min_attn"], "test_error": x["test_error"], "eps": x["eps"]}
-                         for x in rows}}
     return [
         claim("P8", crit8, stat8, frac8 >= 0.8, frac8_hi <= 0.4, figures=[fig], runs=rel_runs(ctx, runs),
               censored=len(cens8), interval={"fraction_passing": [frac8, frac8_hi]},
               undecided_because="" if frac8 >= 0.8 or frac8_hi <= 0.4 else
               "the share passing lies between the margins (or censored runs could move it across one); more "
               "settings or budgets that let the censored runs finish decide it"),
-        claim("P3", crit3, stat3, bool(ok3) and frac3 >= 0.9, bool(ok3) and frac3 < 0.5, figures=[fig],
-              runs=rel_runs(ctx, runs), censored=len(rows) - len(conv),
-              undecided_because="" if ok3 and (frac3 >= 0.9 or frac3 < 0.5) else
-              ("no run reached eps within its budget: budgets that let the runs converge decide it" if not ok3 else
-               f"{frac3:.0%} of the converged runs pass, between the margins (50%, 90%); more settings decide it")),
+        _claim_p3(ctx, crit3, rows, runs, fig),
     ]
+
+
+def _claim_p3(ctx: Context, crit3: str, rows: list[dict], runs: list, fig: str) -> ClaimResult:
+    """P3 from the runs of exp_beyond: attention and unseen-function error of those that reached eps."""
+    conv = [x for x in rows if x["converged"]]
+    ok3 = [x["min_attn"] is not None and x["min_attn"] >= 0.9 and x["test_error"] is not None
+           and x["test_error"] <= 1.5 * x["eps"] for x in conv]
+    frac3 = sum(ok3) / len(ok3) if ok3 else math.nan
+    stat3 = {"converged_runs": len(conv), "fraction_attn_and_error_ok": frac3,
+             "per_run": {x["name"]: {"min_attn": x["min_attn"], "test_error": x["test_error"], "eps": x["eps"]}
+                         for x in rows}}
+    return claim("P3", crit3, stat3, bool(ok3) and frac3 >= 0.9, bool(ok3) and frac3 < 0.5, figures=[fig],
+                 runs=rel_runs(ctx, runs), censored=len(rows) - len(conv),
+                 undecided_because="" if ok3 and (frac3 >= 0.9 or frac3 < 0.5) else
+                 ("no run reached eps within its budget: budgets that let the runs converge decide it" if not ok3
+                  else f"{frac3:.0%} of the converged runs pass, between the margins (50%, 90%); more settings "
+                  "decide it"))
 
 
 def _beyond_figure(ctx, runs, rows) -> str:
