@@ -83,6 +83,8 @@ def run_many(configs: list[Config], progress: BatchProgressFn | None = None, on_
 
         def finished(pos: int, outcome: TrainOutcome, group: list[int] = group, recorders=recorders) -> None:
             i = group[pos]
+            if runs[i] is not None:  # reported already (Ctrl-C while the caller wrote it: the batch ends again)
+                return
             problem, engine, theory = built.pop(i)
             engine.load_final_scores(outcome.final_scores)  # so that model_state() is the trained Q
             done(i, Run(configs[i], make_summary(configs[i], problem, theory, outcome),
