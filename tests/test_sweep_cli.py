@@ -149,7 +149,7 @@ def test_sigkill_halfway_then_rerun_matches_an_uninterrupted_sweep(tmp_path):
 def test_ctrl_c_exits_130_and_the_sweep_resumes(tmp_path):
     # one batch of 4 (the default --batch): two runs end at step 20 and are written, the two others
     # are still training when Ctrl-C comes
-    spec = write_spec(tmp_path / "c.yaml", grid={"train.steps": [20, 20000]}, seeds=2)
+    spec = write_spec(tmp_path / "c.yaml", grid={"train.steps": [20, 50000]}, seeds=2)
     data = yaml.safe_load(spec.read_text())
     data["base"]["train"].update({"eps": 1e-12, "log_every": 100})
     spec.write_text(yaml.safe_dump(data))

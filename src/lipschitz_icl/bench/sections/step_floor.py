@@ -52,7 +52,7 @@ def step_floor(size: Size) -> dict:
          "step / floor": t_many.wall_s / f_many.wall_s},
     ]
     ratio = rows[0]["step / floor"]
-    why = ("the step is ~50 operator calls of a few microseconds each (docs/PERFORMANCE.md, 'Where the time "
+    why = ("the step is ~67 operator calls of 1-3 microseconds each (docs/PERFORMANCE.md, 'Where the time "
            "of a kernel step goes'); no fused step exists yet") if ratio > 10 else ""
     return {
         "rows": rows,
