@@ -119,3 +119,31 @@ def test_scores_are_recorded_per_step():
     A = run.per_feature("A")
     assert (A.loc[0] == 0).all()  # Q^(0) = 0
     assert A.iloc[-1].abs().min() > A.iloc[1].abs().max() > 0  # scores grow along the run
+
+
+def test_on_run_reports_each_run_once_as_it_stops_in_order_of_stopping():
+    cfgs = _configs([["train.steps=30", "train.eps=1e-12"], ["train.steps=10", "train.eps=1e-12"],
+                     ["train.steps=20", "train.eps=1e-12"]])
+    seen: list[tuple[int, int]] = []
+    runs = run_many(cfgs, on_run=lambda i, run: seen.append((i, run.summary["steps"])))
+    assert seen == [(1, 10), (2, 20), (0, 30)]  # the moment each run stops, not at the batch's end
+    for a, b in zip(runs, [li.run(c, write=False) for c in cfgs], strict=True):
+        _same(a, b)
+
+
+def test_ctrl_c_inside_on_run_reports_no_run_twice():
+    """Ctrl-C while the caller writes a finished run: the batch ends as interrupted, and the run
+    being written is not reported a second time (it was reported a second time, as interrupted,
+    and run_many then failed with a KeyError)."""
+    cfgs = _configs([["train.steps=10", "train.eps=1e-12"], ["train.steps=200", "train.eps=1e-12"]])
+    seen: list[tuple[int, str]] = []
+
+    def on_run(i: int, run: li.Run) -> None:
+        seen.append((i, run.summary["status"]))
+        if len(seen) == 1:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt) as caught:
+        run_many(cfgs, on_run=on_run)
+    assert seen == [(0, "budget"), (1, "interrupted")]
+    assert [r.summary["status"] for r in caught.value.runs] == ["budget", "interrupted"]

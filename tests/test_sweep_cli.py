@@ -147,9 +147,11 @@ def test_sigkill_halfway_then_rerun_matches_an_uninterrupted_sweep(tmp_path):
 
 
 def test_ctrl_c_exits_130_and_the_sweep_resumes(tmp_path):
-    spec = write_spec(tmp_path / "c.yaml", grid={"task.L": [1, 2]}, seeds=2)
+    # one batch of 4 (the default --batch): two runs end at step 20 and are written, the two others
+    # are still training when Ctrl-C comes
+    spec = write_spec(tmp_path / "c.yaml", grid={"train.steps": [20, 50000]}, seeds=2)
     data = yaml.safe_load(spec.read_text())
-    data["base"]["train"]["steps"] = 200
+    data["base"]["train"].update({"eps": 1e-12, "log_every": 100})
     spec.write_text(yaml.safe_dump(data))
     out = tmp_path / "o"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
@@ -166,3 +168,45 @@ def test_ctrl_c_exits_130_and_the_sweep_resumes(tmp_path):
     assert set(before["status"]) & {"pending", "interrupted"}  # stopped before the end
     rows = run_sweep(spec, out, workers=1)
     assert len(rows) == 4 and set(rows["status"]) <= {"budget", "converged"}
+
+
+def test_sigkill_mid_batch_then_rerun_matches_an_unbatched_sweep(tmp_path):
+    """A batched in-process sweep writes each run as it stops: runs that ended early in a batch are
+    in the index while the rest of the batch trains; a SIGKILL then loses only those in flight."""
+    spec = write_spec(tmp_path / "b.yaml", grid={"train.steps": [40, 4000, 8000]}, seeds=3)
+    data = yaml.safe_load(spec.read_text())
+    data["base"]["train"].update({"eps": 1e-12, "log_every": 100})  # every run ends at its budget
+    spec.write_text(yaml.safe_dump(data))
+    reference = run_sweep(spec, tmp_path / "ref", workers=1, batch=1)
+
+    killed = tmp_path / "killed"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])}
+    cmd = [sys.executable, "-m", "lipschitz_icl", "sweep", str(spec), "--workers", "1", "--batch", "9",
+           "--out", str(killed)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while _finished_rows(killed / "index.sqlite") < 3:  # the three 40-step runs of the one batch
+            assert proc.poll() is None, proc.stderr.read().decode()
+            assert time.monotonic() < deadline, "the sweep did not record 3 runs in time"
+            time.sleep(0.02)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # mid-batch: six runs still training
+        proc.wait()
+    assert 3 <= _finished_rows(killed / "index.sqlite") < 9, "the sweep was not killed mid-batch"
+
+    resumed = run_sweep(spec, killed, workers=1)  # batched again (the default)
+
+    pd.testing.assert_frame_equal(resumed.drop(columns=[*TIMING, "run_dir"]),
+                                  reference.drop(columns=[*TIMING, "run_dir"]))
+    for name in sorted(p.name for p in (killed / "runs").iterdir()):
+        pd.testing.assert_frame_equal(pd.read_parquet(killed / "runs" / name / METRICS_FILE),
+                                      pd.read_parquet(tmp_path / "ref" / "runs" / name / METRICS_FILE))
+
+
+def test_batch_below_one_is_refused(tmp_path):
+    spec = write_spec(tmp_path / "z.yaml", grid={"task.L": [1]})
+    result = runner.invoke(app, ["sweep", str(spec), "--batch", "0", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2
+    assert "--batch must be an integer >= 1 (got 0)" in result.output
+    assert not (tmp_path / "o").exists()

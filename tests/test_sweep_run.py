@@ -134,3 +134,27 @@ def test_scheduler_address_runs_on_an_existing_cluster_and_records_failures(tmp_
     assert broken["error"].str.contains("TaskEvaluationError").all()
     reference = run_sweep(spec, tmp_path / "in-process", workers=1)  # the same numbers without Dask
     pd.testing.assert_series_equal(rows["final_loss"], reference["final_loss"])
+
+
+def test_plan_batches_groups_compatible_points_in_bounded_batches():
+    from lipschitz_icl.sweep.execute import plan_batches
+    from lipschitz_icl.sweep.spec import Point
+
+    overrides = [[f"task.L={L}"] for L in (0.5, 1, 2, 4, 8)] + [["train.optimizer=adam"], ["features.K=3"]]
+    points = [Point.of(i, {}, li.load_config(None, ov)) for i, ov in enumerate(overrides)]
+    names = lambda batches: [[p.index for p in b] for b in batches]  # noqa: E731
+    assert names(plan_batches(points, 32)) == [[0, 1, 2, 3, 4], [5], [6]]  # Adam alone; K = 3 its own group
+    assert names(plan_batches(points, 2)) == [[0, 1], [2, 3], [4], [5], [6]]
+    assert names(plan_batches(points, 1)) == [[i] for i in range(7)]
+    assert names(plan_batches(points, 32, workers=2)) == [[0], [1], [2], [3], [4], [5], [6]]  # >= 4 per worker
+
+
+def test_batched_and_unbatched_sweeps_give_the_same_rows(tmp_path):
+    spec = small_spec(grid={"task.L": [0.5, 2, 8]}, seeds=2)
+    a = run_sweep(spec, tmp_path / "a", workers=1)
+    b = run_sweep(spec, tmp_path / "b", workers=1, batch=1)
+    timing = ["wall_s", "elapsed_s", "finished_at", "run_dir"]
+    pd.testing.assert_frame_equal(a.drop(columns=timing), b.drop(columns=timing))
+    for name in a["name"]:
+        pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "a" / "runs" / name / METRICS_FILE),
+                                      pd.read_parquet(tmp_path / "b" / "runs" / name / METRICS_FILE))

@@ -27,9 +27,11 @@ from .api import run as run_one
 from .config import Config
 from .engines import batchable
 from .recorder import Recorder, metrics_frame
+from .stopping import TrainOutcome
 from .train_batch import train_batched
 
 BatchProgressFn = Callable[[int, int], None]  # (runs finished, runs in all)
+RunFn = Callable[[int, Run], None]  # (index of the config, its Run), the moment the run stops
 
 
 class RunsInterrupted(KeyboardInterrupt):
@@ -55,38 +57,43 @@ def plan_groups(configs: list[Config]) -> tuple[list[list[int]], list[int], dict
     return list(groups.values()), rest, built
 
 
-def run_many(configs: list[Config], progress: BatchProgressFn | None = None) -> list[Run]:
+def run_many(configs: list[Config], progress: BatchProgressFn | None = None, on_run: RunFn | None = None) -> list[Run]:
     """Train every config (write=False semantics: nothing is written; the caller writes).
 
-    Returns one Run per config, in order. ``progress(finished, total)`` is called as runs end.
+    Returns one Run per config, in order. ``progress(finished, total)`` is called as runs end, and
+    ``on_run(i, run)`` with each finished Run the moment it stops (converged, budget, diverged),
+    before the rest of its batch goes on: a caller can write and index it at once.
     A trainer records Ctrl-C as status ``interrupted``; run_many then stops, raising
     ``RunsInterrupted`` (a KeyboardInterrupt) with the runs so far, instead of training the rest.
     """
     total = len(configs)
-    finished = 0
     runs: list[Run | None] = [None] * total
 
-    def tick(_: int = 0) -> None:
-        nonlocal finished
-        finished += 1
+    def done(i: int, run: Run) -> None:
+        runs[i] = run
+        if on_run is not None:
+            on_run(i, run)
         if progress is not None:
-            progress(finished, total)
+            progress(sum(r is not None for r in runs), total)
 
     groups, rest, built = plan_groups(configs)
     for group in groups:
         cfgs = [configs[i] for i in group]
-        engines = [built[i][1] for i in group]
         recorders = [Recorder(built[i][0].features.K) for i in group]
-        outcomes = train_batched(cfgs, engines, recorders, on_finish=tick)
-        for i, cfg, rec, outcome in zip(group, cfgs, recorders, outcomes, strict=True):
+
+        def finished(pos: int, outcome: TrainOutcome, group: list[int] = group, recorders=recorders) -> None:
+            i = group[pos]
+            if runs[i] is not None:  # reported already (Ctrl-C while the caller wrote it: the batch ends again)
+                return
             problem, engine, theory = built.pop(i)
             engine.load_final_scores(outcome.final_scores)  # so that model_state() is the trained Q
-            runs[i] = Run(cfg, make_summary(cfg, problem, theory, outcome), metrics_frame(rec.table()),
-                          params=engine.model_state())
+            done(i, Run(configs[i], make_summary(configs[i], problem, theory, outcome),
+                        metrics_frame(recorders[pos].table()), params=engine.model_state()))
+
+        train_batched(cfgs, [built[i][1] for i in group], recorders, on_finish=finished)
         _stop_if_interrupted(runs, group)
     for i in rest:
-        runs[i] = run_one(configs[i], write=False)
-        tick()
+        done(i, run_one(configs[i], write=False))
         _stop_if_interrupted(runs, [i])
     return runs  # type: ignore[return-value]
 

@@ -25,7 +25,7 @@ from .recorder import Recorder
 from .stopping import RunState, TrainOutcome
 
 RecordFn = Callable[[int, int, float, float], None]  # (run index, step, loss, min_k Attn_k)
-FinishFn = Callable[[int], None]  # (run index)
+FinishFn = Callable[[int, TrainOutcome], None]  # (run index, its outcome), as the run stops
 
 
 def train_batched(
@@ -114,7 +114,7 @@ class _BatchLoop:
                 st.status, st.error = status, error
         if self.on_finish is not None:
             for j in ended:
-                self.on_finish(self.rows[j])
+                self.on_finish(self.rows[j], self.states[self.rows[j]].outcome())
 
     def _record(self, out, record: list[int], losses: list[float], mins: list[float], full: bool) -> None:
         """Record the rows in ``record`` at this step: one host transfer for all of them. Steps

@@ -59,6 +59,7 @@ def run_command(
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Rerun runs whose row says failed."),
     force: bool = typer.Option(False, "--force", help="Rerun every run, finished or not (and write into an --out "
                                "that holds other files)."),
+    batch: int = typer.Option(32, "--batch", help="Compatible runs trained together per worker task (1: one by one)."),
 ) -> None:
     """Run every point of SPEC that has no finished row in the sweep directory's index.
 
@@ -85,7 +86,7 @@ def run_command(
                 bar.update(task, total=total, completed=done + failed, info=info)
 
             try:
-                rows = run_sweep(sweep, target, workers, scheduler, retry_failed, force, progress)
+                rows = run_sweep(sweep, target, workers, scheduler, retry_failed, force, progress, batch=batch)
             except KeyboardInterrupt:
                 err.print(f"[yellow]interrupted:[/] finished runs are kept in {escape(str(target))}; "
                           "run the same command to resume", soft_wrap=True, highlight=False)

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import UserInputError
 from .spec import Point
-from .worker import ignore_sigint, run_task
+from .worker import ignore_sigint, run_batch_task
 
 OnResult = Callable[[Point, dict[str, Any]], None]
 FailedResult = Callable[[Point, str], dict[str, Any]]
@@ -110,42 +110,51 @@ def close_client(client: Any, cluster: Any) -> None:
             cluster.close()
 
 
-def _free_slots(client: Any, running: dict[Any, tuple[Point, str]]) -> list[str]:
+def _free_slots(client: Any, running: dict[Any, tuple[list[Point], str]]) -> list[str]:
     """One entry per idle thread of the workers alive now (asked of the scheduler each time)."""
     busy = collections.Counter(addr for _, addr in running.values())
     return [addr for addr, threads in client.nthreads().items() for _ in range(threads - busy[addr])]
 
 
-def run_on_dask(client: Any, todo: Iterable[Point], on_result: OnResult, failed_result: FailedResult,
+def run_on_dask(client: Any, batches: Iterable[list[Point]], on_result: OnResult, failed_result: FailedResult,
                 save_params: bool) -> None:
-    """Run ``todo`` on ``client``'s workers and hand each result to ``on_result`` as it arrives.
+    """Run ``batches`` (lists of points, see ``execute.plan_batches``) on ``client``'s workers, one
+    task per batch, and hand each point's result to ``on_result`` as its batch's task returns.
 
-    A run is submitted only to a worker thread that is idle (``workers=[address]``), so a worker
-    never holds a second run besides the one it executes: when a run kills its worker, no other run
-    is charged with the death. The restriction is loose (``allow_other_workers``): a run sent to a
-    worker that died meanwhile goes elsewhere instead of waiting forever. A result is fetched as
-    soon as it is ready, before its worker gets the next run. A task that raises on the Dask side
-    (the run killed its worker: KilledWorker; a transfer error) becomes ``failed_result(point, text)``."""
+    A batch is submitted only to a worker thread that is idle (``workers=[address]``), so a worker
+    never holds a second batch besides the one it executes: when a run kills its worker, no other
+    batch is charged with the death. The restriction is loose (``allow_other_workers``): a batch
+    sent to a worker that died meanwhile goes elsewhere instead of waiting forever. A result is
+    fetched as soon as it is ready, before its worker gets the next batch. A task that raises on the
+    Dask side (a run killed its worker: KilledWorker; a transfer error): a batch of several points is
+    retried one point per task, first in the queue, so only the point that kills its worker is
+    recorded ``failed_result(point, text)``; a batch of one point is recorded so at once."""
     from distributed import wait  # distributed: imported only when a sweep uses Dask
 
-    queue = collections.deque(todo)
-    running: dict[Any, tuple[Point, str]] = {}
+    queue = collections.deque(batches)
+    running: dict[Any, tuple[list[Point], str]] = {}
     while queue or running:
         for addr in _free_slots(client, running)[: len(queue)]:
-            point = queue.popleft()
-            future = client.submit(run_task, point.config.model_dump(mode="json"), save_params, pure=False,
-                                   workers=[addr], allow_other_workers=True)
-            running[future] = (point, addr)
+            points = queue.popleft()
+            datas = [p.config.model_dump(mode="json") for p in points]
+            future = client.submit(run_batch_task, datas, save_params, pure=False, workers=[addr],
+                                   allow_other_workers=True)
+            running[future] = (points, addr)
         if not running:  # every worker is being replaced: wait for one
             time.sleep(0.1)
             continue
         with contextlib.suppress(TimeoutError):  # wake up now and then to use workers that joined
             wait(list(running), timeout=0.5, return_when="FIRST_COMPLETED")
         for future in [f for f in running if f.done()]:
-            point, _ = running.pop(future)
+            points, _ = running.pop(future)
+            results: list[tuple[int, dict[str, Any]]] = []
             try:
-                result = future.result()
+                results = future.result()
             except Exception as e:  # noqa: BLE001 - a lost worker (KilledWorker), a transfer error
-                result = failed_result(point, f"{type(e).__name__}: {e}")
+                if len(points) > 1:  # which run killed it is unknown: each alone, before anything else
+                    queue.extendleft([p] for p in reversed(points))
+                else:
+                    results = [(0, failed_result(points[0], f"{type(e).__name__}: {e}"))]
             future.release()
-            on_result(point, result)
+            for pos, result in results:
+                on_result(points[pos], result)

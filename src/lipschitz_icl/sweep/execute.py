@@ -21,6 +21,7 @@ import pandas as pd
 import yaml
 
 from ..config import Config
+from ..engines import batchable
 from ..errors import UserInputError
 from ..recorder import SCHEMA
 from ..store import SUMMARY_FILE, atomic_write_text, write_run_files
@@ -28,12 +29,13 @@ from ..threads import single_threaded_torch
 from .dask_backend import close_client, connect_scheduler, open_local_cluster, run_on_dask
 from .index import FINISHED, INDEX_FILE, RUNS_DIR, Index, load_index
 from .spec import Point, Sweep, load_sweep
-from .worker import execute_config, failed_summary
+from .worker import execute_batch, failed_summary
 
 ProgressFn = Callable[[int, int, int], None]  # (done, failed, total) over the runs this call executes
 OnResult = Callable[[Point, dict[str, Any]], None]
 SPEC_FILE = "sweep.yaml"
 LOCK_FILE = ".lock"
+DEFAULT_BATCH = 32  # runs per batch (``--batch``): a worker task trains up to this many runs together
 
 
 def default_workers() -> int:
@@ -52,13 +54,50 @@ def _failed_result(point: Point, error: str) -> dict[str, Any]:
     return {"summary": failed_summary(data, error), "metrics": None, "params": None, "elapsed_s": None}
 
 
-def _run_in_process(todo: Iterable[Point], on_result: OnResult, save_params: bool) -> None:
-    """``--workers 1``: every point in this process, one after the other, without Dask."""
+def _batch_group(cfg: Config) -> tuple:
+    """Which points may share a batch, from the config alone (the driver builds no problem): the
+    shape-defining settings of ``Engine.batch_key``. Points of one group whose engines still
+    differ (Sigma diagonal or not, say) are split again by ``batch.plan_groups`` on the worker."""
+    if not batchable(cfg):
+        return ("alone",)
+    e, f = cfg.engine, cfg.features
+    return (e.kind, e.model_dump_json(), f.kind, f.K, cfg.task.kind, cfg.task.label_noise > 0, cfg.train.optimizer)
+
+
+def plan_batches(todo: Sequence[Point], batch: int, workers: int = 1) -> list[list[Point]]:
+    """The points as batches of at most ``batch`` compatible points (points that cannot be batched:
+    one each), in the order of their first point. On Dask (``workers`` > 1; a batch's results come
+    back when its task ends) a group is cut into at least 4 batches per worker where it has the
+    points, so that every worker gets work and results arrive in several pieces."""
+    groups: dict[tuple, list[Point]] = {}
+    batches: list[list[Point]] = []
+    for point in todo:
+        key = _batch_group(point.config)
+        if key == ("alone",) or batch == 1:
+            batches.append([point])
+        else:
+            groups.setdefault(key, []).append(point)
+    for members in groups.values():
+        size = max(1, min(batch, -(-len(members) // (4 * workers if workers > 1 else 1))))
+        batches.extend(members[i : i + size] for i in range(0, len(members), size))
+    first = {p.config_hash: n for n, p in enumerate(todo)}
+    return sorted(batches, key=lambda b: first[b[0].config_hash])
+
+
+def _run_in_process(batches: Iterable[list[Point]], on_result: OnResult, save_params: bool) -> None:
+    """``--workers 1``: every batch in this process, one after the other, without Dask; each run is
+    written and indexed the moment it stops."""
     with single_threaded_torch():  # as on the workers: same numbers, and no threads fighting for cores
-        for point in todo:
-            result = execute_config(point.config.model_dump(mode="json"), save_params)
-            on_result(point, result)
-            if result["summary"].get("status") == "interrupted":  # Ctrl-C inside the training loop
+        for points in batches:
+            statuses: list[str | None] = []
+
+            def write(pos: int, result: dict[str, Any], points: list[Point] = points,
+                      statuses: list[str | None] = statuses) -> None:
+                on_result(points[pos], result)
+                statuses.append(result["summary"].get("status"))
+
+            execute_batch([p.config.model_dump(mode="json") for p in points], write, save_params)
+            if "interrupted" in statuses:  # Ctrl-C inside the training loop
                 raise KeyboardInterrupt
 
 
@@ -185,15 +224,19 @@ def execute_points(
     spec_yaml: str | None = None,
     name: str | None = None,
     save_params: bool = True,
+    batch: int = DEFAULT_BATCH,
 ) -> pd.DataFrame:
     """Run the points that have no finished row in ``out``'s index; return their index rows.
 
     ``--workers 1`` (and no scheduler) runs points in this process; otherwise every point runs on
-    a Dask worker, never here. A ``scheduler`` is reached before anything is written."""
+    a Dask worker, never here. Compatible points run ``batch`` at a time (``plan_batches``).
+    A ``scheduler`` is reached before anything is written."""
     sweep_dir = Path(out)
     workers = default_workers() if workers is None else workers
     if workers < 1:
         raise UserInputError(f"--workers must be >= 1 (got {workers})")
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise UserInputError(f"--batch must be an integer >= 1 (got {batch!r})")
     check_sweep_dir(sweep_dir, name, force)
     client, cluster = (connect_scheduler(scheduler), None) if scheduler is not None else (None, None)
     try:
@@ -211,11 +254,12 @@ def execute_points(
             if progress is not None:
                 progress(0, 0, len(todo))
             if todo and client is None and workers == 1:
-                _run_in_process(todo, recorder, save_params)
+                _run_in_process(plan_batches(todo, batch), recorder, save_params)
             elif todo:
                 if client is None:
                     client, cluster = open_local_cluster(min(workers, len(todo)))
-                run_on_dask(client, todo, recorder, _failed_result, save_params)
+                batches = plan_batches(todo, batch, max(2, len(client.nthreads())))
+                run_on_dask(client, batches, recorder, _failed_result, save_params)
     finally:
         if client is not None:
             close_client(client, cluster)
@@ -238,17 +282,20 @@ def run_sweep(
     retry_failed: bool = False,
     force: bool = False,
     progress: ProgressFn | None = None,
+    batch: int = DEFAULT_BATCH,
 ) -> pd.DataFrame:
     """Run a sweep spec (a YAML path, a mapping, or a loaded ``Sweep``) into ``out`` (default
     ``sweeps/<name>``) and return its rows of the index, in spec order.
 
     ``workers``: Dask worker processes on this machine (default: one per core; 1 runs in this
     process without Dask); ``scheduler``: address of an existing Dask scheduler instead.
-    Runs with a finished row are skipped; ``retry_failed`` reruns failed ones, ``force`` all."""
+    Runs with a finished row are skipped; ``retry_failed`` reruns failed ones, ``force`` all.
+    ``batch``: at most this many compatible runs trained together per worker task (1: one by one)."""
     sweep = spec if isinstance(spec, Sweep) else load_sweep(spec)
     out = Path(out) if out is not None else Path("sweeps") / sweep.name
     return execute_points(sweep.points, out, workers, scheduler, retry_failed, force, progress,
-                          spec_yaml=sweep.resolved_yaml(), name=sweep.name, save_params=sweep.spec.params)
+                          spec_yaml=sweep.resolved_yaml(), name=sweep.name, save_params=sweep.spec.params,
+                          batch=batch)
 
 
 def run_configs(
@@ -260,6 +307,7 @@ def run_configs(
     force: bool = False,
     progress: ProgressFn | None = None,
     labels: Sequence[dict[str, Any]] | None = None,
+    batch: int = DEFAULT_BATCH,
 ) -> pd.DataFrame:
     """Run a list of configs as a sweep in ``out`` (no spec file) and return their index rows in
     the order given (configs with equal hashes share one row). ``labels``: optional per-config
@@ -277,4 +325,4 @@ def run_configs(
         seen.add(h)
         axes = dict(labels[i]) if labels is not None else {}
         points.append(Point.of(len(points), axes, cfg))
-    return execute_points(points, out, workers, scheduler, retry_failed, force, progress)
+    return execute_points(points, out, workers, scheduler, retry_failed, force, progress, batch=batch)

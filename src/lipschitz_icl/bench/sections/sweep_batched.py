@@ -1,0 +1,63 @@
+"""(h) the L sweep through ``sweep --workers 1``: batched (``--batch 32``) against unbatched (``--batch 1``)."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from ...sweep import load_sweep, run_sweep
+from ..common import REPO_ROOT
+from ..registry import Size, Target, register
+
+TIMING = ["wall_s", "elapsed_s", "finished_at", "run_dir"]  # the columns that may differ between two sweeps
+
+
+def _spec(size: Size) -> dict:
+    """configs/sweeps/l_sweep.yaml (30 runs); --tiny: 2 values of L x 2 seeds, 300 steps."""
+    spec = load_sweep(REPO_ROOT / "configs" / "sweeps" / "l_sweep.yaml")
+    data = {"name": "l_sweep", "base": spec.base, "grid": {"task.L": "logspace(-0.5, 1, 10)"}, "seeds": 3}
+    if size.tiny:
+        data.update(grid={"task.L": "logspace(-0.5, 1, 2)"}, seeds=2, overrides=["train.steps=300"])
+    return data
+
+
+def _same_results(a: Path, b: Path, rows_a: pd.DataFrame, rows_b: pd.DataFrame) -> bool:
+    """Equal index rows (timing columns aside) and bit-identical metrics.parquet in every run."""
+    if not rows_a.drop(columns=TIMING).equals(rows_b.drop(columns=TIMING)):
+        return False
+    def metrics(root: Path, name: str) -> pd.DataFrame:
+        return pd.read_parquet(root / "runs" / name / "metrics.parquet")
+
+    return all(metrics(a, n).equals(metrics(b, n)) for n in rows_a["name"])
+
+
+@register("sweep_batched", "(h) the L sweep through `sweep --workers 1`, batched vs --batch 1", order=4.5)
+def sweep_batched(size: Size) -> dict:
+    data = _spec(size)
+    with tempfile.TemporaryDirectory(prefix="bench-sweep-batch-") as tmp:
+        dirs = {name: Path(tmp) / name for name in ("batched1", "unbatched", "batched2")}
+        times, rows = {}, {}
+        for name, batch in (("batched1", 32), ("unbatched", 1), ("batched2", 32)):  # batched before and after
+            t0 = time.perf_counter()
+            rows[name] = run_sweep(data, dirs[name], workers=1, batch=batch)
+            times[name] = time.perf_counter() - t0
+        identical = (_same_results(dirs["batched1"], dirs["unbatched"], rows["batched1"], rows["unbatched"])
+                     and _same_results(dirs["batched2"], dirs["unbatched"], rows["batched2"], rows["unbatched"]))
+    t_batched = (times["batched1"] + times["batched2"]) / 2
+    speedup = times["unbatched"] / t_batched
+    row = {"runs": len(rows["unbatched"]), "total steps": int(rows["unbatched"]["steps"].sum()),
+           "longest run (steps)": int(rows["unbatched"]["steps"].max()), "--batch 1 s": times["unbatched"],
+           "--batch 32 s (mean of 2)": t_batched, "speedup": speedup, "identical index and metrics": identical}
+    why = "bounded by total steps / longest run and by writing 30 run directories" if speedup < 4 else ""
+    return {
+        "rows": [row],
+        "targets": [
+            Target("(h) sweep --workers 1, --batch 32 vs --batch 1", speedup, ">=", 4.0, "x", why).as_dict(),
+            Target("(h) batched sweep results identical (1 = yes)", float(identical), ">=", 1.0).as_dict(),
+        ],
+        "notes": ["whole sweeps (spec expansion, run directories, index) in this process, one torch thread; "
+                  "the batched sweep timed before and after the unbatched one (their mean)"],
+    }
