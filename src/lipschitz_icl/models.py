@@ -31,6 +31,20 @@ def _label_attention(logits: torch.Tensor, y_ctx: torch.Tensor) -> tuple[torch.T
     return (attn * y_ctx).sum(-1), attn
 
 
+def _square_init(d: int, init: str, init_scale: float, gen: torch.Generator | None, dtype: torch.dtype,
+                 device: torch.device | str) -> torch.Tensor:
+    """A d x d starting matrix: zero, or init_scale * N(0, 1/d) entries drawn from ``gen``."""
+    if init == "random":
+        return init_scale * torch.randn(d, d, generator=gen, dtype=dtype, device=device) / d**0.5
+    return torch.zeros(d, d, dtype=dtype, device=device)
+
+
+def _bilinear(x_ctx: torch.Tensor, M: torch.Tensor, x_q: torch.Tensor) -> torch.Tensor:  # noqa: N803
+    """x_i^T M x_q for every context token: (B, N). M x_q first, so the cost is B d^2 + B N d, not B N d^2."""
+    mx = x_q @ M.T  # (B, d): M x_q
+    return torch.bmm(x_ctx, mx.unsqueeze(-1)).squeeze(-1)
+
+
 class ReducedAttention(nn.Module):
     def __init__(
         self,
@@ -42,18 +56,13 @@ class ReducedAttention(nn.Module):
         device: torch.device | str = "cpu",
     ) -> None:
         super().__init__()
-        Q0 = torch.zeros(d, d, dtype=dtype, device=device)
-        if init == "random":
-            Q0 = init_scale * torch.randn(d, d, generator=gen, dtype=dtype, device=device) / d**0.5
-        self.Q = nn.Parameter(Q0)  # Q, the merged key-query matrix
+        self.Q = nn.Parameter(_square_init(d, init, init_scale, gen, dtype, device))  # Q, the merged key-query matrix
 
     def forward(
         self, x_ctx: torch.Tensor, y_ctx: torch.Tensor, x_q: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """x_ctx (B, N, d), y_ctx (B, N), x_q (B, d) -> (y_hat (B,), attention (B, N))."""
-        qx = x_q @ self.Q.T  # (B, d): Q x_q, first, so the cost is B d^2 + B N d, not B N d^2
-        logits = torch.bmm(x_ctx, qx.unsqueeze(-1)).squeeze(-1)  # x_i^T Q x_q
-        return _label_attention(logits, y_ctx)
+        return _label_attention(_bilinear(x_ctx, self.Q, x_q), y_ctx)  # logits x_i^T Q x_q
 
     def effective_Q(self) -> torch.Tensor:
         """The d x d matrix with logits x_i^T Q x_q."""
@@ -106,17 +115,13 @@ class LinearAttention(nn.Module):
         device: torch.device | str = "cpu",
     ) -> None:
         super().__init__()
-        G0 = torch.zeros(d, d, dtype=dtype, device=device)  # noqa: N806 - Gamma^(0)
-        if init == "random":
-            G0 = init_scale * torch.randn(d, d, generator=gen, dtype=dtype, device=device) / d**0.5  # noqa: N806
-        self.Gamma = nn.Parameter(G0)  # Gamma, the trainable d x d matrix
+        self.Gamma = nn.Parameter(_square_init(d, init, init_scale, gen, dtype, device))  # Gamma, trainable d x d
 
     def forward(
         self, x_ctx: torch.Tensor, y_ctx: torch.Tensor, x_q: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """x_ctx (B, n, d), y_ctx (B, n), x_q (B, d) -> (y_hat (B,), weights x_i^T Gamma x_q / n (B, n))."""
-        gx = x_q @ self.Gamma.T  # (B, d): Gamma x_q
-        weights = torch.bmm(x_ctx, gx.unsqueeze(-1)).squeeze(-1) / x_ctx.shape[1]  # x_i^T Gamma x_q / n
+        weights = _bilinear(x_ctx, self.Gamma, x_q) / x_ctx.shape[1]  # x_i^T Gamma x_q / n
         return (weights * y_ctx).sum(-1), weights
 
 
