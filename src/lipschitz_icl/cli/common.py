@@ -263,7 +263,3 @@ def user_errors() -> Iterator[None]:
         fail(f"unexpected {type(e).__name__}: {e} (set LIPSCHITZ_ICL_DEBUG=1 for a traceback)", 1)
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-
-
-def is_stdout_tty() -> bool:
-    return sys.stdout.isatty()

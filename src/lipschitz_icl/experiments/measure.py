@@ -97,13 +97,6 @@ def breakpoint_loglog(x: np.ndarray, y: np.ndarray) -> float | None:
             best, best_sse = b, sse
     return float(np.exp(best)) if best is not None else None
 
-
-def intervals_overlap(a: Fit | None, b: Fit | None) -> bool | None:
-    if a is None or b is None:
-        return None
-    return not (a.hi < b.lo or b.hi < a.lo)
-
-
 def loglog_slope(x: list[float], y: list[float]) -> tuple[float, float]:
     """Least-squares slope of log y on log x and its standard error (nan when undetermined)."""
     pts = [(a, b) for a, b in zip(x, y, strict=True) if a and b and a > 0 and b > 0 and math.isfinite(b)]
@@ -119,7 +112,6 @@ def loglog_slope(x: list[float], y: list[float]) -> tuple[float, float]:
     se = math.sqrt(s2 / float(((lx - lx.mean()) ** 2).sum()))
     return float(coef[1]), se
 
-
 def score_move_ratio(run: Run) -> float | None:
     """P2's R = mean_{k != n} |B_{k,n}(T_1) - B_{k,n}(0)| / mean_k |A_k(T_1) - A_k(0)|: how far the
     irrelevant scores B_{k,n} = v_n^T Q v_k move over the fast phase [0, T_1] against the target scores
@@ -133,7 +125,6 @@ def score_move_ratio(run: Run) -> float | None:
     dA = float((A.loc[T1] - A.iloc[0]).abs().to_numpy().mean())
     dB = float((B.loc[T1] - B.iloc[0]).abs().to_numpy().mean())
     return dB / dA if dA > 0 else None
-
 
 def falling_crossing(x: list[float], y: list[float], level: float) -> float | None:
     """The x at which y first falls below ``level``, linearly interpolated between grid points

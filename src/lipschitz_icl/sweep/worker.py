@@ -96,13 +96,6 @@ def run_batch_task(datas: list[dict[str, Any]], save_params: bool = True) -> lis
     return results
 
 
-def run_task(data: dict[str, Any], save_params: bool = True) -> dict[str, Any]:
-    """One sweep point on a worker: single-threaded torch (one worker process per core)."""
-    if torch.get_num_threads() != 1:
-        torch.set_num_threads(1)
-    return execute_config(data, save_params)
-
-
 def ignore_sigint() -> None:
     """For the embedded cluster's workers: Ctrl-C in the terminal reaches the whole process group;
     the driver handles it and closes the cluster, so the workers need not (nor print tracebacks)."""
