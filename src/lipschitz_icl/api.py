@@ -28,6 +28,7 @@ from .analysis import analyze_run_object
 from .config import Config, apply_overrides, load_config, validate_config
 from .engines import Engine, build_engine
 from .errors import UserInputError
+from .interrupts import deferred_signals
 from .problem import Problem, build_problem
 from .recorder import Recorder, metrics_frame, metrics_table
 from .store import (
@@ -38,7 +39,6 @@ from .store import (
     SUMMARY_FILE,
     atomic_write_json,
     atomic_write_text,
-    deferred_signals,
     prepare_run_dir,
     read_metrics_table,
     read_params,

@@ -26,12 +26,14 @@ from .api import Run, make_summary, prepare
 from .api import run as run_one
 from .config import Config
 from .engines import batchable
+from .interrupts import interrupt_latch
 from .recorder import Recorder, metrics_frame
 from .stopping import TrainOutcome
 from .train_batch import train_batched
 
 BatchProgressFn = Callable[[int, int], None]  # (runs finished, runs in all)
 RunFn = Callable[[int, Run], None]  # (index of the config, its Run), the moment the run stops
+
 
 
 class RunsInterrupted(KeyboardInterrupt):
@@ -76,28 +78,41 @@ def run_many(configs: list[Config], progress: BatchProgressFn | None = None, on_
         if progress is not None:
             progress(sum(r is not None for r in runs), total)
 
-    groups, rest, built = plan_groups(configs)
-    for group in groups:
-        cfgs = [configs[i] for i in group]
-        recorders = [Recorder(built[i][0].features.K) for i in group]
-
-        def finished(pos: int, outcome: TrainOutcome, group: list[int] = group, recorders=recorders) -> None:
-            i = group[pos]
-            if runs[i] is not None:  # reported already (Ctrl-C while the caller wrote it: the batch ends again)
-                return
-            problem, engine, theory = built.pop(i)
-            engine.load_final_scores(outcome.final_scores)  # so that model_state() is the trained Q
-            done(i, Run(configs[i], make_summary(configs[i], problem, theory, outcome),
-                        metrics_frame(recorders[pos].table()), params=engine.model_state()))
-
-        train_batched(cfgs, [built[i][1] for i in group], recorders, on_finish=finished)
-        _stop_if_interrupted(runs, group)
-    for i in rest:
-        done(i, run_one(configs[i], write=False))
-        _stop_if_interrupted(runs, [i])
+    with interrupt_latch() as check_interrupt:  # a Ctrl-C that some library swallowed stops us too
+        groups, rest, built = plan_groups(configs)
+        for group in groups:
+            _stop_if_interrupted(runs, [], check_interrupt)
+            _train_group(configs, group, built, runs, done)
+            _stop_if_interrupted(runs, group, check_interrupt)
+        for i in rest:
+            _stop_if_interrupted(runs, [], check_interrupt)
+            done(i, run_one(configs[i], write=False))
+            _stop_if_interrupted(runs, [i], check_interrupt)
     return runs  # type: ignore[return-value]
 
 
-def _stop_if_interrupted(runs: list[Run | None], indices: list[int]) -> None:
+def _train_group(configs: list[Config], group: list[int], built: dict, runs: list[Run | None],
+                 done: Callable[[int, Run], None]) -> None:
+    """Train ``group`` (indices into ``configs``) as one batch, with ``done(i, run)`` as each run stops."""
+    recorders = [Recorder(built[i][0].features.K) for i in group]
+
+    def finished(pos: int, outcome: TrainOutcome) -> None:
+        i = group[pos]
+        if runs[i] is not None:  # reported already (Ctrl-C while the caller wrote it: the batch ends again)
+            return
+        problem, engine, theory = built.pop(i)
+        engine.load_final_scores(outcome.final_scores)  # so that model_state() is the trained Q
+        done(i, Run(configs[i], make_summary(configs[i], problem, theory, outcome),
+                    metrics_frame(recorders[pos].table()), params=engine.model_state()))
+
+    train_batched([configs[i] for i in group], [built[i][1] for i in group], recorders, on_finish=finished)
+
+
+def _stop_if_interrupted(runs: list[Run | None], indices: list[int], check_interrupt: Callable[[], None]) -> None:
+    """RunsInterrupted when a run in ``indices`` was interrupted or an interrupt is pending."""
+    try:
+        check_interrupt()
+    except KeyboardInterrupt:
+        raise RunsInterrupted(runs) from None
     if any(runs[i] is not None and runs[i].summary.get("status") == "interrupted" for i in indices):
         raise RunsInterrupted(runs)

@@ -20,8 +20,9 @@ from .experiments.checkpoint import ExperimentLog, ExperimentsInterrupted
 from .experiments.claims import ClaimResult
 from .experiments.registry import Experiment
 from .experiments.runner import Context, ProgressHook
+from .interrupts import deferred_signals
 from .report import Comparison, software_meta, write_report
-from .store import atomic_write_json, deferred_signals
+from .store import atomic_write_json
 
 MANIFEST_FILE = "reproduce.json"  # the options an output directory was made with
 

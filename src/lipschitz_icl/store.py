@@ -14,10 +14,8 @@ import json
 import math
 import os
 import re
-import signal
 import tempfile
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +24,7 @@ import pyarrow.parquet as pq
 import torch
 
 from .errors import UserInputError
+from .interrupts import deferred_signals
 
 CONFIG_FILE, METRICS_FILE, SUMMARY_FILE = "config.yaml", "metrics.parquet", "summary.json"
 PARAMS_FILE = "params.pt"
@@ -84,27 +83,6 @@ def _fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
-
-
-@contextlib.contextmanager
-def deferred_signals() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM back while the block runs (a run's final writes), then deliver them.
-
-    A signal that arrives inside is recorded and re-raised after the block, so Ctrl-C still ends the
-    program, just never between the files of a run. A no-op outside the main thread."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    pending: list[int] = []
-    sigs = [signal.SIGINT] + ([signal.SIGTERM] if hasattr(signal, "SIGTERM") else [])
-    old = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in sigs}
-    try:
-        yield
-    finally:
-        for s, handler in old.items():
-            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
-        for s in dict.fromkeys(pending):
-            signal.raise_signal(s)
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -16,6 +16,7 @@ import torch
 
 from .config import Config
 from .engines.base import Engine
+from .interrupts import interrupt_latch
 from .recorder import Recorder
 from .stopping import RunState, TrainOutcome, finite_or_none, target_loss
 from .train_batch import train_batched
@@ -52,7 +53,8 @@ def train(
     state = RunState()
     start = time.perf_counter()
     try:
-        _optimise(cfg, engine, recorder, progress, state)
+        with interrupt_latch() as check_interrupt:
+            _optimise(cfg, engine, recorder, progress, state, check_interrupt)
     except KeyboardInterrupt:
         state.status = "interrupted"
     except Exception as e:  # noqa: BLE001 - recorded in the run, never a crash
@@ -61,10 +63,12 @@ def train(
     return state.outcome()
 
 
-def _optimise(cfg: Config, engine: Engine, recorder: Recorder, progress: ProgressFn | None, state: RunState) -> None:
+def _optimise(cfg: Config, engine: Engine, recorder: Recorder, progress: ProgressFn | None, state: RunState,
+              check_interrupt: Callable[[], None]) -> None:
     """The optimizer loop: evaluate, apply the stopping rules, record at log steps, step."""
     opt = make_optimizer(cfg, engine.parameters())
     for step in range(cfg.train.steps + 1):
+        check_interrupt()  # a Ctrl-C that some library swallowed is raised here
         state.steps = step
         out = engine.forward_backward()  # the loss and attention at this step, gradients filled
         attn_self = torch.diagonal(out.attn).tolist()  # Attn_k

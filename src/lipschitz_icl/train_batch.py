@@ -21,6 +21,7 @@ import torch
 
 from .config import Config
 from .engines.base import Engine, EngineBatch
+from .interrupts import interrupt_latch
 from .recorder import Recorder
 from .stopping import RunState, TrainOutcome
 
@@ -57,11 +58,15 @@ class _BatchLoop:
 
     def run(self) -> None:
         try:
-            for step in range(max(c.train.steps for c in self.cfgs) + 1):
-                self.step = step
-                if not self._advance():
-                    break
+            with interrupt_latch() as check_interrupt:  # a Ctrl-C some library swallowed: next step
+                for step in range(max(c.train.steps for c in self.cfgs) + 1):
+                    check_interrupt()
+                    self.step = step
+                    if not self._advance():
+                        break
         except KeyboardInterrupt:
+            if not self.rows:  # every run had ended before the interrupt surfaced: the caller stops
+                raise
             self._finish(list(range(len(self.rows))), "interrupted")
             self.rows = []
         except Exception as e:  # noqa: BLE001 - recorded in the run, never a crash

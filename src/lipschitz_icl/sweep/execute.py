@@ -23,6 +23,7 @@ import yaml
 from ..config import Config
 from ..engines import batchable
 from ..errors import UserInputError
+from ..interrupts import interrupt_latch
 from ..recorder import SCHEMA
 from ..store import SUMMARY_FILE, atomic_write_text, write_run_files
 from ..threads import single_threaded_torch
@@ -87,8 +88,9 @@ def plan_batches(todo: Sequence[Point], batch: int, workers: int = 1) -> list[li
 def _run_in_process(batches: Iterable[list[Point]], on_result: OnResult, save_params: bool) -> None:
     """``--workers 1``: every batch in this process, one after the other, without Dask; each run is
     written and indexed the moment it stops."""
-    with single_threaded_torch():  # as on the workers: same numbers, and no threads fighting for cores
+    with single_threaded_torch(), interrupt_latch() as check_interrupt:  # same numbers as on the workers
         for points in batches:
+            check_interrupt()  # a Ctrl-C that some library swallowed while the last run was written
             statuses: list[str | None] = []
 
             def write(pos: int, result: dict[str, Any], points: list[Point] = points,
