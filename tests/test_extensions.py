@@ -43,8 +43,8 @@ def test_loglog_slope_and_phase_ratio_on_planted_data():
 
 
 def test_experiments_take_their_sizes_from_the_context_alone(tmp_path):
-    # one size system: the context's Sizes decides, not ctx.quick (TINY asks eps_rel = 3e-2 of B7
+    # one size system: the context's Sizes decides, not ctx.quick (TINY gives B7 a budget of 200 steps
     # even in a context that is not quick)
     exp = next(e for e in experiments_for(["extensions"]) if "B7" in e.claims)
     (result,) = exp(Context(out=tmp_path, quick=False, sizes=TINY))
-    assert result.statistic["eps_rel"] == TINY.curriculum_eps_rel
+    assert result.statistic["budget"] == TINY.curriculum_steps

@@ -55,6 +55,27 @@ def loss_times(run: Run, eps_list: list[float], relative: bool = False) -> dict[
     return {eps: first_step(steps, vals, eps * scale, above=False) for eps in eps_list}
 
 
+def crossing_times(run: Run, eps_list: list[float]) -> dict[float, float | None]:
+    """When the loss crosses eps, in fractional steps: log-loss interpolated linearly between the last
+    recorded step above eps and the first at or below it (exact to the step when every step is
+    recorded; no tie between runs that cross within the same step). None when never reached."""
+    loss = run.series("loss")
+    steps, vals = loss.index.to_numpy(dtype=float), loss.to_numpy(dtype=float)
+    out: dict[float, float | None] = {}
+    for eps in eps_list:
+        hit = np.flatnonzero(vals <= eps)
+        if not len(hit):
+            out[eps] = None
+        elif hit[0] == 0:
+            out[eps] = 0.0
+        else:
+            j = hit[0]
+            a, b = math.log(vals[j - 1]), math.log(max(vals[j], 1e-300))
+            frac = (a - math.log(eps)) / (a - b) if a > b else 1.0
+            out[eps] = float(steps[j - 1] + frac * (steps[j] - steps[j - 1]))
+    return out
+
+
 def safe_fit(x: list[float], y: list[float | None], seeds: list[int] | None = None) -> Fit | None:
     """A log-log fit over the points whose y was measured (censored points dropped)."""
     keep = [i for i, v in enumerate(y) if v is not None and v > 0 and math.isfinite(v)]

@@ -30,6 +30,9 @@ from .uncertainty import bootstrap_interval, interval_dict
 R3B_SIGMAS = [0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5]  # the grid runs past 1 so the crossing can be located
 
 
+R3B_MARGIN = 0.05  # R3b: sigma_half must clear 1 by this much (systematic error of the training settings)
+
+
 @experiment("R3b", suites=("extensions",))
 @single_threaded
 def exp_token_noise(ctx: Context) -> list[ClaimResult]:
@@ -40,8 +43,10 @@ def exp_token_noise(ctx: Context) -> list[ClaimResult]:
             f"to {sigmas[-1]:g}, {len(seeds)} seeds (each redraws the prompts, counts and test set). Per seed, "
             "sigma_half = the sigma at which min_k Attn_k (mean of the last 20% of the recorded steps) falls below "
             "1/2, interpolated on the grid; a seed that never falls below is censored at the grid's end (a lower "
-            "bound). Statistic: median sigma_half over seeds with a 95% bootstrap interval over seeds. Supported if "
-            "the interval lies above 1 (attention still concentrated at sigma = 1); not supported if it lies below 1; "
+            "bound). Statistic: median sigma_half over seeds with a 95% bootstrap interval over seeds. The interval "
+            "covers the seeds only, not the training's own settings (batch, steps move sigma_half by a few percent), "
+            f"so a margin of {R3B_MARGIN:g} applies: supported if the interval lies above 1 + {R3B_MARGIN:g} "
+            f"(attention still concentrated at sigma = 1); not supported if it lies below 1 - {R3B_MARGIN:g}; "
             "otherwise inconclusive.")
     cfg = sampled_base(ctx, "train.optimizer=adam", "train.lr=0.05", "engine.resample=true", "train.eps=1e-9")
     configs = [with_overrides(cfg, [f"features.noise={s:g}", f"seed={seed}", f"name=sigma{s:g}-s{seed}"])
@@ -56,8 +61,11 @@ def exp_token_noise(ctx: Context) -> list[ClaimResult]:
     stat = {"sigma_half_median": float(np.median(half)), "sigma_half_by_seed": crossing, "sigma": sigmas,
             "attn_min_tail": {f"s{seed}": [amin[(seed, s)] for s in sigmas] for seed in seeds},
             "test_error_tail": {f"s{seed}": [errs[(seed, s)] for s in sigmas] for seed in seeds}}
-    sup, ref = iv[0] > 1.0, iv[1] < 1.0
-    und = "" if (sup or ref) else f"the interval {iv} of sigma_half contains 1: more seeds would decide"
+    sup, ref = iv[0] > 1.0 + R3B_MARGIN, iv[1] < 1.0 - R3B_MARGIN
+    und = "" if (sup or ref) else (
+        f"the interval [{iv[0]:.3g}, {iv[1]:.3g}] of sigma_half reaches into 1 +- {R3B_MARGIN:g}: min_k Attn_k is "
+        "about 1/2 at sigma = 1, on the claim's boundary; no size decides it (only a claim with a threshold "
+        "other than sigma = 1 would)")
     fig_path = _token_noise_figure(ctx, runs, sigmas, seeds, amin)
     return [claim("R3b", crit, stat, sup, ref, figures=[fig_path], runs=rel_runs(ctx, runs), censored=censored,
                   interval=interval_dict(sigma_half_median=iv), undecided_because=und)]

@@ -26,9 +26,12 @@ from .registry import experiment
 from .runner import Context, censored_runs, paper_base, rel_runs, run_group, with_budget, with_overrides
 from .uncertainty import bootstrap_loglog_slope
 
+AXIS_MARGIN, AXIS_CAP = 10.0, 25  # budgets: 10x the theory's time on the flat axes; never above 25x the size's budget
+
 CRITERION_P5 = (
-    "In the flat regime (L < L*), fitted log-log slopes of T_eps (relative eps; every run's budget is 3x the "
-    "theory's time scale for its setting, so censored runs are counted, never dropped silently): against L "
+    "In the flat regime (L < L*), fitted log-log slopes of T_eps (relative eps; every run's budget is 3x (L axis) or "
+    f"{AXIS_MARGIN:g}x (the other axes, at most {AXIS_CAP}x the size's budget) the theory's time scale for its "
+    "setting, so censored runs are counted, never dropped silently): against L "
     "(predicted -2), eta (-1), Delta (-2), and against K log(K/eps) (+1); and the delta axis: "
     f"T_1 eta L^2 delta^2 Delta^2 across the classes {', '.join(DELTA_CLASSES)} at L = L*/2 (predicted equal: "
     f"coefficient of variation <= {DELTA_CV_AGREES}, disagrees above {DELTA_CV_DISAGREES}). The L and eta slopes "
@@ -89,7 +92,7 @@ def _sweep_L(ctx: Context, cfg: Config, L_star: float) -> LSweep:
     S = ctx.sizes
     Ls = list(np.geomspace(L_star / 10, 10 * L_star, S.n_L))
     configs = [with_budget(with_overrides(cfg, [f"task.L={L:.6g}", f"seed={ctx.seed + s}", f"name=L{L:.3g}-s{s}"]),
-                           S.eps_rel, cap=2 * S.budget) for L in Ls for s in range(S.seeds)]
+                           S.eps_rel, cap=AXIS_CAP * S.budget) for L in Ls for s in range(S.seeds)]
     runs = run_group(ctx, "scaling-L", configs, "(c) T against L")
     xL = [r.config.task.L for r in runs]
     seeds = [r.config.seed for r in runs]
@@ -241,7 +244,7 @@ def _axis_sweep(ctx, cfg, group, label, key, values, names):
     """One run per value of ``key``, each with its budget in the theory's time scale (runner.with_budget)."""
     extra = ["features.kind=file", "features.K=null", "features.d=null"] if key == "features.path" else []
     configs = [with_budget(with_overrides(cfg, [*extra, f"{key}={v}", f"name={names(v)}"]), ctx.sizes.eps_rel,
-                           cap=4 * ctx.sizes.budget) for v in values]
+                           cap=AXIS_CAP * ctx.sizes.budget, margin=AXIS_MARGIN) for v in values]
     return run_group(ctx, group, configs, label)
 
 

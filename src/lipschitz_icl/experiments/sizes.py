@@ -30,7 +30,6 @@ class Sizes:
     continuous_steps: int  # Adam steps per L (R6)
     transformer_steps: int  # Adam steps of the 2-layer 4-head transformer (R7)
     curriculum_steps: int  # step budget of each curriculum run (B7)
-    curriculum_eps_rel: float  # accuracy asked of the curriculum runs, relative to the initial loss (B7)
     linear_eps_rel: float  # accuracy asked in the linear case, relative to the initial loss (R8)
     blog_steps: int = 500  # the write-up's experiment: 500 Adam steps
     # the threshold readings (P4a-P4d, B3, R5): settings, bisections, budgets
@@ -45,22 +44,22 @@ class Sizes:
 
 
 QUICK = Sizes(draws=32, budget=3000, log_every=5, n_L=8, seeds=2, eps_rel=3e-2, blog_seeds=2,
-              finite_M=(16, 64, 256), tuned_L_factors=(0.25, 0.5, 2.0, 4.0),
+              finite_M=(16, 64, 256), tuned_L_factors=(0.25, 0.5, 0.7, 1.5, 2.0, 4.0),
               ext_kernel_steps=1000, ext_log_every=10, sampled_steps=300, batch=128, test=256, n_grid=3,
-              kernel_samples=1024, continuous_steps=300, transformer_steps=300, curriculum_steps=4000,
-              curriculum_eps_rel=3e-2, linear_eps_rel=1e-2)
+              kernel_samples=1024, continuous_steps=300, transformer_steps=1500, curriculum_steps=80000,
+              linear_eps_rel=1e-2)
 FULL = Sizes(draws=128, budget=40000, log_every=10, n_L=10, seeds=3, eps_rel=1e-3, blog_seeds=5,
              finite_M=(16, 32, 64, 128, 256, 1024), tuned_L_factors=(0.25, 0.5, 0.7, 1.5, 2.0, 4.0),
              ext_kernel_steps=20000, ext_log_every=20, sampled_steps=3000, batch=512, test=2048, n_grid=5,
              kernel_samples=4096, continuous_steps=3000, transformer_steps=4000, curriculum_steps=80000,
-             curriculum_eps_rel=1e-3, linear_eps_rel=1e-3,
-             thr_L_factors=(0.25, 0.5, 1.0, 2.0, 4.0), thr_eps_rel=1e-3, thr_steps=40000, thr_bisect=20,
+             linear_eps_rel=1e-3,
+             thr_L_factors=(0.5, 0.707, 1.0, 1.414, 2.0), thr_eps_rel=1e-3, thr_steps=40000, thr_bisect=20,
              thr_stab_bisect=10)
 TINY = Sizes(draws=8, budget=150, log_every=5, n_L=5, seeds=1, eps_rel=0.2, blog_seeds=1, finite_M=(8, 16),
              tuned_L_factors=(0.25, 0.5, 2.0, 4.0),
              ext_kernel_steps=120, ext_log_every=5, sampled_steps=40, batch=32, test=32, n_grid=2,
              kernel_samples=256, continuous_steps=30, transformer_steps=30, curriculum_steps=200,
-             curriculum_eps_rel=3e-2, linear_eps_rel=1e-2, blog_steps=30,
+             linear_eps_rel=1e-2, blog_steps=30,
              thr_settings=3, thr_L_factors=(0.5, 2.0), thr_eps_rel=0.2, thr_steps=300, thr_bisect=3,
              thr_stab_bisect=1, thr_variations=False)
 

@@ -20,7 +20,7 @@ from ..config import Config
 from ..problem import build_problem
 from ..theory import eta_max
 from .claims import ClaimResult, claim
-from .measure import L_star_of, loss_times
+from .measure import L_star_of, crossing_times
 from .registry import experiment
 from .runner import Context, paper_base, rel_runs, run_group, with_overrides
 from .uncertainty import Margin, bootstrap_loglog_slope, interval_dict, ratio_spread
@@ -40,7 +40,8 @@ CRIT6 = (
 CRIT7 = (
     f"Runs at eta(L) = min(eta_0, {KAPPA:g} eta_max(L)) with eta_0 = {KAPPA:g} eta_max(L*): flat runs share eta_0, "
     "sharp runs get the smaller step their curvature needs (at eta proportional to 1/L^2 every L is one trajectory "
-    "and the comparison is forced), L from L*/4 to 4 L*, steps to reach an absolute loss eps, censored runs counted "
+    "and the comparison is forced), L from L*/4 to 4 L*, the time the loss crosses an absolute eps (every step "
+    "recorded; log-loss interpolated within the step, so no ties), censored runs counted "
     "as slower than every run that reached eps. Compare the median time of flat (L < L*) and sharp (L > L*) runs at "
     f"eps = {P7_EPS[0]:g} and {P7_EPS[1]:g}. Supported if flat is faster at the small eps and sharp faster at the "
     "large one; not supported if the same regime is faster at both; inconclusive when a median is censored.")
@@ -98,8 +99,7 @@ def _median_time(times: list[int | None]) -> float | None:
 
 
 def _claim_p7(ctx: Context, runs, etas, L_star: float, fig) -> ClaimResult:
-    times = {eps: {r.config.task.L: t for r in runs for e, t in loss_times(r, [eps]).items() if e == eps}
-             for eps in P7_EPS}
+    times = {eps: {r.config.task.L: crossing_times(r, [eps])[eps] for r in runs} for eps in P7_EPS}
     med = {(eps, flat): _median_time([t for L, t in times[eps].items() if (L < L_star) == flat])
            for eps in P7_EPS for flat in (True, False)}
     censored = sum(t is None for eps in P7_EPS for t in times[eps].values())

@@ -20,6 +20,7 @@ from .runner import Context, paper_base, rel_runs, single_threaded
 from .sizes import FULL, QUICK, TINY
 from .threshold_fig import readings_figure
 from .threshold_measure import (
+    RELATIVE_MARGIN,
     SCALING_MARGINS,
     TAU,
     Setting,
@@ -73,15 +74,18 @@ def _measure(ctx: Context) -> dict:
 
 def _p4a(ctx: Context, m: dict, fig: str) -> ClaimResult:
     crit = ("Relative eps (loss <= eps_rel x initial loss), one fixed eta per setting (a tenth of the largest "
-            "stable step at the largest L), L / L* over the size's factors. Statistic: per setting, max/min over L of "
-            "the rescaled time eta L^2 T_eps. Supported (behaviour changes along L) if some setting's ratio exceeds 2; "
-            "not supported if every ratio is <= 1.25 (one curve in rescaled time); runs without T_eps are censored.")
+            "stable step at the largest L), L / L* over the size's factors. Budgets in rescaled time: each run gets "
+            f"{RELATIVE_MARGIN:g}x the rescaled time of its setting's largest-L run, so a censored run bounds its "
+            f"ratio below by {RELATIVE_MARGIN:g}. Statistic: per setting, max/min over L of the rescaled time "
+            "eta L^2 T_eps. Supported (behaviour changes along L) if some setting's ratio exceeds 2 (a censored run "
+            "counts as exceeding it); not supported if every ratio is <= 1.25 (one curve in rescaled time) and no "
+            "run is censored.")
     ratios, censored = {}, 0
     for st in m["settings"]:
         s = [rescaled_time(r) for r in m["relative"][st.name]]
         censored += sum(v is None for v in s)
         got = [v for v in s if v]
-        ratios[st.name] = max(got) / min(got) if len(got) >= 2 else None
+        ratios[st.name] = (math.inf if len(got) < len(s) else max(got) / min(got)) if len(got) >= 1 else None
     vals = [v for v in ratios.values() if v is not None]
     stat = {"rescaled_time_ratio_by_setting": ratios, "max_ratio": max(vals) if vals else None,
             "L_over_Lstar": list(ctx.sizes.thr_L_factors), "eps_rel": ctx.sizes.thr_eps_rel,
@@ -90,7 +94,7 @@ def _p4a(ctx: Context, m: dict, fig: str) -> ClaimResult:
     runs = [r for rs in m["relative"].values() for r in rs]
     return claim("P4a", crit, stat, sup, ref, figures=[fig], runs=rel_runs(ctx, runs), forced=True,
                  forced_reason=FORCED_P4A, censored=censored, size=_size(ctx),
-                 undecided_because="" if sup != ref else "censored runs or a ratio in (1.25, 2]: a larger budget")
+                 undecided_because="" if sup != ref else "a ratio in (1.25, 2]: more L values or a smaller eta")
 
 
 def _located(ctx: Context, cid: str, crit: str, Lx: dict, settings: list[Setting], extra: dict, **kw

@@ -77,26 +77,46 @@ def settings_of(ctx: Context, base: Config) -> list[Setting]:
 # ----------------------------------------------------------------------------- P4a: relative eps, small steps
 
 
+RELATIVE_MARGIN = 3.0  # P4a: a run's budget is this many times the largest-L run's rescaled time
+
+
 def relative_runs(ctx: Context, settings: list[Setting]) -> dict[str, list]:
     """Per setting, GD at L / L* in the size's factors, one step size eta = 0.2 / (lambda_1 L_max^2) (a
     tenth of the largest stable step at the largest L: small steps), stopping at loss <= eps_rel x the
-    initial loss."""
+    initial loss. Budgets in rescaled time: the largest-L runs go first (step cap ``thr_steps``); every
+    other run gets RELATIVE_MARGIN x that run's rescaled time eta L^2 T_eps, divided by its own eta L^2,
+    so a run censored at its budget is more than RELATIVE_MARGIN x slower in rescaled time."""
     S = ctx.sizes
+    first = {st.name: _relative_config(ctx, st, max(S.thr_L_factors), S.thr_steps) for st in settings}
+    lead_runs = run_group(ctx, "threshold-relative-lead", list(first.values()), "P4a relative eps, largest L")
+    lead = dict(zip(first, lead_runs, strict=True))
     configs, owner = [], []
     for st in settings:
-        L_max = max(S.thr_L_factors) * st.L_star
-        eta = 0.2 / (st.lam1 * L_max**2)  # η, fixed across L in this setting
-        for f in S.thr_L_factors:
-            configs.append(with_overrides(st.cfg, [
-                f"task.L={f * st.L_star:.8g}", f"train.lr={eta:.8g}", "train.eps_mode=relative",
-                f"train.eps={S.thr_eps_rel}", f"train.steps={S.thr_steps}", f"train.log_every={S.thr_log_every}",
-                f"name={st.name}-rel-{f:g}Lstar"]))
+        s_ref = rescaled_time(lead[st.name])
+        for f in [f for f in S.thr_L_factors if f != max(S.thr_L_factors)]:
+            cfg = _relative_config(ctx, st, f, S.thr_steps)
+            if s_ref is not None:
+                steps = math.ceil(RELATIVE_MARGIN * s_ref / (cfg.train.lr * cfg.task.L**2))
+                cfg = with_overrides(cfg, [f"train.steps={steps}"])
+            configs.append(cfg)
             owner.append(st.name)
     runs = run_group(ctx, "threshold-relative", configs, "P4a relative eps")
     out: dict[str, list] = {st.name: [] for st in settings}
     for name, r in zip(owner, runs, strict=True):
         out[name].append(r)
+    for st in settings:
+        out[st.name].append(lead[st.name])
     return out
+
+
+def _relative_config(ctx: Context, st: Setting, factor: float, steps: int) -> Config:
+    S = ctx.sizes
+    L_max = max(S.thr_L_factors) * st.L_star
+    eta = 0.2 / (st.lam1 * L_max**2)  # η, fixed across L in this setting
+    return with_overrides(st.cfg, [
+        f"task.L={factor * st.L_star:.8g}", f"train.lr={eta:.8g}", "train.eps_mode=relative",
+        f"train.eps={S.thr_eps_rel}", f"train.steps={steps}", f"train.log_every={S.thr_log_every}",
+        f"name={st.name}-rel-{factor:g}Lstar"])
 
 
 def rescaled_time(run) -> float | None:
