@@ -18,6 +18,7 @@ from .claims import ClaimResult, claim
 from .registry import experiment
 from .runner import Context, paper_base, rel_runs, single_threaded
 from .sizes import FULL, QUICK, TINY
+from .threshold_absolute import ABS_EPS, ABS_FACTORS, AGREE, absolute_runs, invariance_check
 from .threshold_fig import readings_figure
 from .threshold_measure import (
     RELATIVE_MARGIN,
@@ -34,7 +35,7 @@ from .threshold_measure import (
     variation_settings,
 )
 
-EPS_ABS = (1e-2, 1e-3)  # P4b: absolute accuracies asked (the first is the reading's)
+EPS_ABS = (ABS_EPS, 1e-3)  # P4b: absolute accuracies asked (the first is the reading's)
 HOMOGENEOUS_NOTE = ("The linear class on orthonormal features at another features.scale or d is the base setting "
                     "rescaled (f is homogeneous), so those settings share L_x Delta delta by construction; the "
                     "evidence across settings comes from the other classes (relu_net, sinusoid) and the gaussian "
@@ -61,6 +62,8 @@ def _measure(ctx: Context) -> dict:
     base = paper_base(ctx, f"engine.draws={ctx.sizes.draws}")
     settings = settings_of(ctx, base)
     rel = relative_runs(ctx, settings)
+    leads = {st.name: max(rel[st.name], key=lambda r: r.config.task.L) for st in settings}
+    absolute = absolute_runs(ctx, settings, leads)
     s_ref = {}
     for st in settings:
         s_vals = [rescaled_time(r) for r in rel[st.name]]
@@ -68,7 +71,8 @@ def _measure(ctx: Context) -> dict:
     crossings = {st.name: crossing_of(ctx, st, TAU) for st in settings}
     variations = [(st, tau, crossing_of(ctx, st, tau)) for st, tau in variation_settings(ctx, base)]
     steps, step_runs = step_size_changes(ctx, settings, s_ref, ETA_FIXED)
-    return {"settings": settings, "relative": rel, "s_ref": s_ref, "crossings": crossings,
+    return {"settings": settings, "relative": rel, "leads": leads, "absolute": absolute, "s_ref": s_ref,
+            "crossings": crossings,
             "variations": variations, "steps": steps, "step_runs": step_runs}
 
 
@@ -97,11 +101,14 @@ def _p4a(ctx: Context, m: dict, fig: str) -> ClaimResult:
                  undecided_because="" if sup != ref else "a ratio in (1.25, 2]: more L values or a smaller eta")
 
 
-def _located(ctx: Context, cid: str, crit: str, Lx: dict, settings: list[Setting], extra: dict, **kw
-             ) -> ClaimResult:
-    """A reading whose verdict is the 1/(Delta delta) scaling test of its located change L_x."""
+def _located(ctx: Context, cid: str, crit: str, Lx: dict, settings: list[Setting], extra: dict,
+             invalid_because: str = "", **kw) -> ClaimResult:
+    """A reading whose verdict is the 1/(Delta delta) scaling test of its located change L_x (inconclusive,
+    with ``invalid_because``, when a check of the reading's premise failed)."""
     test = scaling_test([Lx.get(st.name) for st in settings], [st.dd for st in settings], ctx.seed)
     sup, ref, why = scaling_verdict(test)
+    if invalid_because:
+        sup, ref, why = False, False, invalid_because
     stat = {**test, "L_x_by_setting": Lx, "Lx_dd_by_setting": {st.name: (Lx[st.name] * st.dd if Lx.get(st.name)
                                                                           else None) for st in settings},
             "Delta_delta_by_setting": {st.name: st.dd for st in settings}, **extra}
@@ -113,8 +120,12 @@ def _located(ctx: Context, cid: str, crit: str, Lx: dict, settings: list[Setting
 def _p4b(ctx: Context, m: dict, fig: str) -> ClaimResult:
     crit = ("Absolute eps at a fixed eta: T_eps(L) = S(eps / L^2) / (eta L^2), S the rescaled time at L = 1, so a "
             "run with L^2 l0 <= eps (l0 the initial loss at L = 1, uniform scores) is converged at step 0. "
-            "L_x = sqrt(eps / l0), exact (no grid), eps = 1e-2 (and 1e-3 for the eps-dependence).")
+            "L_x = sqrt(eps / l0), exact (no grid), eps = 1e-2 (and 1e-3 for the eps-dependence). Runs to the "
+            f"absolute eps at L = {', '.join(f'{f:g}' for f in ABS_FACTORS)} L_x in every setting test the "
+            "prediction T_eps(L) from P4a's largest-L run; if any run is off by more than "
+            f"max(2 steps, {AGREE:g} x predicted), the invariance behind L_x fails and the reading is inconclusive.")
     st_list = m["settings"]
+    check = invariance_check(st_list, m["leads"], m["absolute"])
     Lx = {st.name: math.sqrt(EPS_ABS[0] / st.loss0) for st in st_list}
     by_eps = {f"{e:g}": {st.name: math.sqrt(e / st.loss0) for st in st_list} for e in EPS_ABS}
     n0 = st_list[0].name
@@ -124,8 +135,13 @@ def _p4b(ctx: Context, m: dict, fig: str) -> ClaimResult:
                                                                  by_eps[f"{EPS_ABS[1]:g}"][n0]) /
              math.log(EPS_ABS[0] / EPS_ABS[1]),
              "eps_dependence": "L_x = sqrt(eps / l0): exponent 1/2 in eps exactly (the invariance)",
-             "sqrt_eps_over_l0_collapse": "L_x / sqrt(eps/l0) = 1 in every setting by construction"}
-    return _located(ctx, "P4b", crit, Lx, st_list, extra, figures=[fig])
+             "sqrt_eps_over_l0_collapse": "L_x / sqrt(eps/l0) = 1 in every setting by construction",
+             "absolute_runs": check}
+    invalid = "" if check["agree"] else (
+        f"absolute-eps runs deviate from the invariance's prediction by up to {check['max_relative_deviation']} "
+        "(relative; None: a run was censored): the exact L_x does not hold on these runs")
+    return _located(ctx, "P4b", crit, Lx, st_list, extra, invalid, figures=[fig], censored=check["censored"],
+                    runs=rel_runs(ctx, [r for rs in m["absolute"].values() for r in rs]))
 
 
 def _p4c(ctx: Context, m: dict, fig: str) -> ClaimResult:

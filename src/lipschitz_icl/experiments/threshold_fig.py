@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import plots
 from .runner import Context
+from .threshold_absolute import ABS_EPS, predicted_curve
 from .threshold_measure import LEVEL, TAU, rescaled_time
 
 
@@ -43,13 +44,15 @@ def _relative_panel(ax, m, cols) -> None:
 
 
 def _absolute_panel(ax, m, cols) -> None:
-    x = np.geomspace(0.01, 100, 200)
-    eps = 1e-2
+    x = np.geomspace(0.05, 20, 200)
     for st in m["settings"]:
-        ax.plot(x, (x * st.L_star) ** 2 * st.loss0 / eps, color=cols[st.name])
-    ax.axhline(1.0, color="k", lw=0.8)
-    ax.set(xscale="log", yscale="log", xlabel="L / L*", ylabel="initial loss L^2 l0 / eps",
-           title="P4b absolute eps = 1e-2: T_eps > 0 above 1")
+        ax.plot(x, predicted_curve(m["leads"][st.name], st.L_star, x) + 1, color=cols[st.name], lw=1)
+        pts = [(r.config.task.L / st.L_star, r.summary["T_eps"] + 1) for r in m["absolute"][st.name]
+               if r.summary.get("T_eps") is not None]
+        if pts:
+            ax.plot(*zip(*pts, strict=True), "o", color=cols[st.name], ms=4)
+    ax.set(xscale="log", yscale="log", xlabel="L / L*", ylabel="T_eps + 1",
+           title=f"P4b absolute eps = {ABS_EPS:g}: runs (o) on the invariance's curve")
 
 
 def _noise_panel(ax, m, cols) -> None:
@@ -81,7 +84,7 @@ def _collapse_panel(ax, m) -> None:
     settings = m["settings"]
     dd = [st.dd for st in settings]
     series = {
-        "P4b": [math.sqrt(1e-2 / st.loss0) for st in settings],
+        "P4b": [math.sqrt(ABS_EPS / st.loss0) for st in settings],
         "P4c": [m["crossings"][st.name].L for st in settings],
         "P4d": [m["steps"][st.name].L_x if st.name in m["steps"] else None for st in settings],
     }

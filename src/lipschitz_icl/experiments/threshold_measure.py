@@ -87,7 +87,9 @@ def relative_runs(ctx: Context, settings: list[Setting]) -> dict[str, list]:
     other run gets RELATIVE_MARGIN x that run's rescaled time eta L^2 T_eps, divided by its own eta L^2,
     so a run censored at its budget is more than RELATIVE_MARGIN x slower in rescaled time."""
     S = ctx.sizes
-    first = {st.name: _relative_config(ctx, st, max(S.thr_L_factors), S.thr_steps) for st in settings}
+    # the lead runs record every step: P4b predicts absolute-eps times from their loss curves
+    first = {st.name: with_overrides(_relative_config(ctx, st, max(S.thr_L_factors), S.thr_steps),
+                                     ["train.log_every=1"]) for st in settings}
     lead_runs = run_group(ctx, "threshold-relative-lead", list(first.values()), "P4a relative eps, largest L")
     lead = dict(zip(first, lead_runs, strict=True))
     configs, owner = [], []
