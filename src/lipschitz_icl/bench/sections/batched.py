@@ -19,12 +19,12 @@ def sweep_configs(size: Size) -> list:
     path = REPO_ROOT / "configs" / "quickstart.yaml"
     Ls = size.pick(np.logspace(-1, 1, 10), np.logspace(-1, 1, 10), np.logspace(-0.5, 1, 3))
     seeds = size.pick([0, 1, 2], [0, 1, 2], [0, 1])
-    extra = size.pick([], [], ["train.steps=300"])
+    extra = [*size.pick([], [], ["train.steps=300"]), f"engine.device={size.device}"]
     out = []
     for L in Ls:
         for seed in seeds:
             ov = [f"task.L={L:.10g}", f"seed={seed}", *extra]
-            out.append(load_config(path, ov) if path.is_file() else config(ov))
+            out.append(load_config(path, ov) if path.is_file() else config(ov, size.device))
     return out
 
 

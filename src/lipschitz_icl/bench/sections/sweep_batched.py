@@ -18,9 +18,11 @@ TIMING = ["wall_s", "elapsed_s", "finished_at", "run_dir"]  # the columns that m
 def _spec(size: Size) -> dict:
     """configs/sweeps/l_sweep.yaml (30 runs); --tiny: 2 values of L x 2 seeds, 300 steps."""
     spec = load_sweep(REPO_ROOT / "configs" / "sweeps" / "l_sweep.yaml")
-    data = {"name": "l_sweep", "base": spec.base, "grid": {"task.L": "logspace(-0.5, 1, 10)"}, "seeds": 3}
+    data = {"name": "l_sweep", "base": spec.base, "grid": {"task.L": "logspace(-0.5, 1, 10)"}, "seeds": 3,
+            "overrides": [f"engine.device={size.device}"]}
     if size.tiny:
-        data.update(grid={"task.L": "logspace(-0.5, 1, 2)"}, seeds=2, overrides=["train.steps=300"])
+        data.update(grid={"task.L": "logspace(-0.5, 1, 2)"}, seeds=2,
+                    overrides=["train.steps=300", f"engine.device={size.device}"])
     return data
 
 
