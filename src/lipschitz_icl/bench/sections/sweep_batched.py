@@ -11,6 +11,7 @@ import pandas as pd
 from ...sweep import load_sweep, run_sweep
 from ..common import REPO_ROOT
 from ..registry import Size, Target, register
+from .batched import CUDA_WHY
 
 TIMING = ["wall_s", "elapsed_s", "finished_at", "run_dir"]  # the columns that may differ between two sweeps
 
@@ -58,7 +59,8 @@ def sweep_batched(size: Size) -> dict:
         "rows": [row],
         "targets": [
             Target("(h) sweep --workers 1, --batch 32 vs --batch 1", speedup, ">=", 4.0, "x", why).as_dict(),
-            Target("(h) batched sweep results identical (1 = yes)", float(identical), ">=", 1.0).as_dict(),
+            Target("(h) batched sweep results identical (1 = yes)", float(identical), ">=", 1.0,
+                   why="" if identical or size.device == "cpu" else CUDA_WHY).as_dict(),
         ],
         "notes": ["whole sweeps (spec expansion, run directories, index) in this process, one torch thread; "
                   "the batched sweep timed before and after the unbatched one (their mean)"],
