@@ -25,3 +25,14 @@ from hypothesis import settings  # noqa: E402
 
 settings.register_profile("deterministic", derandomize=True, database=None, deadline=None)
 settings.load_profile("deterministic")
+
+
+# the devices a test can run on: the CPU always, CUDA where a GPU is present (skipped with a reason elsewhere)
+CUDA_SKIP = pytest.mark.skip(reason="no CUDA device on this machine")
+DEVICES = ["cpu", "cuda" if torch.cuda.is_available() else pytest.param("cuda", marks=CUDA_SKIP)]
+
+
+@pytest.fixture(params=DEVICES)
+def device(request) -> str:
+    """Parametrises a test over the available devices: "cpu", and "cuda" when a GPU is present."""
+    return request.param

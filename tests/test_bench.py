@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from cli_support import refused
 from typer.testing import CliRunner
 
 from lipschitz_icl.bench import Size, Target
@@ -21,7 +22,8 @@ def test_bench_tiny_writes_every_section_and_target(tmp_path):
     result = runner.invoke(app, ["bench", "--tiny", "--out", str(out)])
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
-    assert report["size"] == "tiny"
+    assert report["size"] == "tiny" and report["device"] == "cpu"
+    assert all(row["device"] == "cpu" for s in report["sections"].values() for row in s["rows"])
     assert {"cpu", "cores", "torch_threads"} <= set(report["machine"])
     assert {"torch", "lipschitz_icl"} <= set(report["versions"])
     sections = report["sections"]
@@ -42,6 +44,27 @@ def test_bench_tiny_writes_every_section_and_target(tmp_path):
     assert "targets" in result.stdout
 
 
+def test_bench_sections_that_train_run_on_the_device(tmp_path, device):
+    out = tmp_path / "b.json"
+    result = runner.invoke(app, ["bench", "--tiny", "--only", "batched", "--only", "step_floor", "--device", device,
+                                 "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert report["device"] == device
+    rows = [row for s in report["sections"].values() for row in s["rows"]]
+    assert len(rows) == 3 and all(row["device"] == device for row in rows)
+    if device == "cpu":  # bit for bit on the CPU; CUDA may pick its kernels by batch size (equal to rounding)
+        assert report["sections"]["batched"]["rows"][0]["identical metrics and summaries"] is True
+    assert result.stdout.count(f"| {device} |") == 3  # the device column of the printed tables
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")
+def test_bench_on_cuda_without_a_gpu_is_one_line():
+    line = refused(["bench", "--tiny", "--only", "batched", "--device", "cuda"])
+    assert "--device cuda" in line and "no CUDA device" in line and "allowed: auto, cpu" in line
+    assert "'tpu'" in refused(["bench", "--tiny", "--device", "tpu"])
+
+
 def test_bench_rejects_unknown_section(tmp_path):
     result = runner.invoke(app, ["bench", "--tiny", "--only", "nope", "--out", str(tmp_path / "b.json")])
     assert result.exit_code == 2
@@ -55,7 +78,8 @@ def test_bench_extra_section_from_a_file(tmp_path):
     result = runner.invoke(app, ["bench", "--tiny", "--only", "my_bench", "--extra", f"{extra}:bench_me",
                                  "--out", str(out)])
     assert result.exit_code == 0, result.output
-    assert json.loads(out.read_text())["sections"]["my_bench"]["rows"] == [{"quick": True, "x": 1.5}]
+    rows = json.loads(out.read_text())["sections"]["my_bench"]["rows"]
+    assert rows == [{"device": "cpu", "quick": True, "x": 1.5}]  # an extra is not told --device
 
 
 def test_target_verdicts():
@@ -130,11 +154,11 @@ def test_bench_prints_markdown_at_full_width_when_stdout_is_not_a_terminal():
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert "| target | measured | goal | verdict |" in lines
-    header = next(line for line in lines if line.startswith("| runs |"))
+    header = next(line for line in lines if line.startswith("| device | runs |"))
     # every column of the section on one line, none folded into 80 characters
-    assert len(header) > 80 and header.count("|") == 8, header
+    assert len(header) > 80 and header.count("|") == 9, header
     row = lines[lines.index(header) + 2]
-    assert row.startswith("| ") and row.count("|") == 8 and "yes" in row
+    assert row.startswith("| cpu | ") and row.count("|") == 9 and "yes" in row
     rich = runner.invoke(app, ["bench", "--tiny", "--only", "batched", "--rich"])
     assert "| target |" not in rich.stdout and "targets" in rich.stdout
 

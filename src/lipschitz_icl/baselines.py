@@ -46,6 +46,22 @@ def _spd_inverse(mat: torch.Tensor) -> torch.Tensor:
     return torch.cholesky_inverse(torch.linalg.cholesky(mat))
 
 
+def min_norm_solution(A: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """A^+ b, the minimum-norm least-squares solution of a batch (A (..., m, n), b (..., m, k)).
+
+    On the CPU: ``lstsq`` with gelsd, which truncates singular values below eps * max(m, n) * s_max,
+    as pinv does, without forming the pseudo-inverse. CUDA's ``lstsq`` has only gels (full rank
+    assumed, no minimum norm), so elsewhere: pinv (an SVD, the same default truncation) times b."""
+    if A.device.type == "cpu":
+        return torch.linalg.lstsq(A, b, driver="gelsd").solution
+    return pinv_solution(A, b)
+
+
+def pinv_solution(A: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """A^+ b through the pseudo-inverse (what ``min_norm_solution`` does off the CPU)."""
+    return torch.linalg.pinv(A) @ b
+
+
 def context_mean(x_ctx: torch.Tensor, y_ctx: torch.Tensor, x_q: torch.Tensor) -> torch.Tensor:
     return y_ctx.mean(-1)
 
@@ -104,9 +120,7 @@ def nadaraya_watson(
 
 
 def least_squares(x_ctx: torch.Tensor, y_ctx: torch.Tensor, x_q: torch.Tensor) -> torch.Tensor:
-    # X^+ y, the minimum-norm least-squares solution (B, d, 1): gelsd truncates singular values below
-    # eps * max(N, d) * s_max, as pinv does, without forming the (B, d, N) pseudo-inverse
-    w = torch.linalg.lstsq(x_ctx, y_ctx.unsqueeze(-1), driver="gelsd").solution
+    w = min_norm_solution(x_ctx, y_ctx.unsqueeze(-1))  # X^+ y, the minimum-norm least-squares solution (B, d, 1)
     return (x_q.unsqueeze(1) @ w).reshape(-1)
 
 
@@ -184,7 +198,7 @@ def kernel_posterior_mean(
     if noise > 0:
         K = K + noise * torch.eye(K.shape[-1], dtype=K.dtype, device=K.device)
     k_q = sigma[ids_q.unsqueeze(-1), ids_ctx]  # (B, n)
-    alpha = torch.linalg.lstsq(K, y_ctx.unsqueeze(-1).to(K.dtype), driver="gelsd").solution.squeeze(-1)
+    alpha = min_norm_solution(K, y_ctx.unsqueeze(-1).to(K.dtype)).squeeze(-1)
     return (k_q * alpha).sum(-1).to(y_ctx.dtype)
 
 

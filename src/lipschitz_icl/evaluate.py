@@ -24,7 +24,7 @@ from .api import Run, load_run
 from .api import run as run_config
 from .baselines import BASELINES, USES_DISTANCES, gp_regression, kernel_posterior_mean, pairwise_sq_dists
 from .config import Config, EngineConfig, EvalConfig, ModelConfig, TrainConfig
-from .engines import draw_prompts, make_generator
+from .engines import device_option, draw_prompts, make_generator, resolve_device
 from .engines.sampled import PromptBatch
 from .errors import UserInputError
 from .features import make_features
@@ -80,12 +80,13 @@ def linear_step_size(cfg: Config, fs, task: TaskClass) -> float:
     return 1.0 / lam if lam > 0 else 1.0
 
 
-def train_linear_attention(cfg: Config, fs, task: TaskClass) -> nn.Module:
+def train_linear_attention(cfg: Config, fs, task: TaskClass, device: torch.device | str = "cpu") -> nn.Module:
     """The linear-attention baseline: trained once, seeded, by GD on the run's own task class, features,
-    noise and N (the sampled engine, one fixed batch of LINEAR_BATCH prompts, LINEAR_STEPS steps)."""
+    noise and N (the sampled engine, one fixed batch of LINEAR_BATCH prompts, LINEAR_STEPS steps), on
+    ``device``, where it is returned."""
     lin = cfg.model_copy(deep=True)
     lin.name = None
-    lin.engine = EngineConfig(kind="sampled", batch=LINEAR_BATCH, dtype="float64")
+    lin.engine = EngineConfig(kind="sampled", batch=LINEAR_BATCH, dtype="float64", device=torch.device(device).type)
     lin.model = ModelConfig(kind="linear_attention")
     lin.train = TrainConfig(optimizer="gd", lr=linear_step_size(cfg, fs, task), steps=LINEAR_STEPS,
                             eps=1e-12, log_every=LINEAR_STEPS)
@@ -94,7 +95,7 @@ def train_linear_attention(cfg: Config, fs, task: TaskClass) -> nn.Module:
         params = run_config(lin, write=False).params
     model = make_model(lin.model, cfg.features.d, make_generator(cfg.seed, "init"), torch.float64, "cpu")
     model.load_state_dict(params)
-    return model.eval()
+    return model.to(device).eval()
 
 
 def default_classes(run: Run) -> list[str]:
@@ -197,11 +198,14 @@ def evaluate_run(
     contexts: list[int] | None = None,
     classes: list[str] | None = None,
     progress: ProgressFn | None = None,
+    device: str | None = None,
 ) -> pd.DataFrame:
     """The tidy evaluation table: n_context, method, class, error, se, beyond_N (n > the training N:
     length generalisation). Methods: the run's trained model ``MODEL``, the linear-attention baseline
     ``LINEAR`` trained here by GD, the baselines, and the class's kernel predictor ``BAYES``.
-    ``table.attrs["warnings"]``: baselines that are exact."""
+    ``table.attrs["warnings"]``: baselines that are exact. ``device`` (auto, cpu, cuda; default: the
+    run's ``engine.device``): where the model, the baselines and the prompts are computed; the prompts
+    are drawn on the CPU, so every device sees the same ones."""
     run = run if isinstance(run, Run) else load_run(run)
     cfg = run.config
     contexts = sorted(set(contexts or default_contexts(cfg.prompt.N)))
@@ -210,15 +214,17 @@ def evaluate_run(
     tasks = {name: make_task(name, cfg.task.L, cfg.features.d, cfg.task.params if name == cfg.task.kind else {})
              for name in classes}
     _check_sizes(prompts, max(contexts), tasks, cfg.features.d)
-    model = load_model(run)
+    dev = resolve_device(cfg.engine.device) if device is None else device_option(device, "--device")
+    model = load_model(run).to(dev)
     fs = make_features(cfg.features, make_generator(cfg.seed, "features"))
-    linear = train_linear_attention(cfg, fs, make_task(cfg.task.kind, cfg.task.L, cfg.features.d, cfg.task.params))
+    linear = train_linear_attention(cfg, fs, make_task(cfg.task.kind, cfg.task.L, cfg.features.d, cfg.task.params),
+                                    dev)
     tau = cfg.task.label_noise
     noise_free = cfg.features.noise == 0 and tau == 0
     rows, warns, done, total = [], [], 0, len(classes) * len(contexts)
     for name, task in tasks.items():
-        sigma = task.kernel(fs.V, make_generator(cfg.seed, "kernel"), cfg.task.kernel_samples).sigma  # Sigma
-        batch = draw_prompts(fs, task, max(contexts), prompts, tau, make_generator(cfg.seed, f"evaluate:{name}"))
+        sigma = task.kernel(fs.V, make_generator(cfg.seed, "kernel"), cfg.task.kernel_samples).sigma.to(dev)  # Sigma
+        batch = draw_prompts(fs, task, max(contexts), prompts, tau, make_generator(cfg.seed, f"evaluate:{name}"), dev)
         warns.append(exact_baseline_warning(name, batch, contexts, noise_free))
         for n in contexts:
             for method, e in _cell_errors(batch, n, sigma, model, linear, tau).items():

@@ -85,7 +85,7 @@ def population_optimum(objective: ScoreObjective, L: float, tau: float, M0: torc
         raise ValueError(f"the population optimum is finite only with label noise: tau must be > 0 (got {tau})")
     K = objective.K
     scale = L**2 + tau**2
-    x0 = np.zeros(K * K) if M0 is None else M0.double().reshape(-1).numpy().copy()
+    x0 = np.zeros(K * K) if M0 is None else M0.detach().double().cpu().reshape(-1).numpy().copy()
 
     def loss_and_grad(x: np.ndarray) -> tuple[float, np.ndarray]:
         out = objective.evaluate(torch.from_numpy(x).view(K, K), L, tau)

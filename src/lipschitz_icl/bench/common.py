@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -22,11 +23,24 @@ def child_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(PACKAGE_PARENT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
 
-def config(overrides: list[str]) -> Config:
-    """The defaults (the quickstart's setting: K = 5, d = 5, N = 50, linear, L = 2) plus overrides.
-    A short step budget by default: the benchmarks time steps, and the budget bounds the memory the
-    recorder may need (which the config's size check counts)."""
-    return load_config(None, ["train.steps=100", *overrides])
+def config(overrides: list[str], device: str = "cpu") -> Config:
+    """The defaults (the quickstart's setting: K = 5, d = 5, N = 50, linear, L = 2) plus overrides,
+    on ``device``. A short step budget by default: the benchmarks time steps, and the budget bounds
+    the memory the recorder may need (which the config's size check counts)."""
+    return load_config(None, ["train.steps=100", f"engine.device={device}", *overrides])
+
+
+def synced(fn: Callable[[], object], device: str) -> Callable[[], None]:
+    """``fn`` followed, on CUDA, by a wait for the device: what a timer must measure (kernels run
+    asynchronously; a step that reads the loss back waits anyway)."""
+    if device != "cuda":
+        return fn
+
+    def call() -> None:
+        fn()
+        torch.cuda.synchronize()
+
+    return call
 
 
 def kernel_step(cfg: Config):
@@ -57,8 +71,8 @@ def kernel_draw_losses(cfg: Config, M: torch.Tensor | None = None) -> torch.Tens
     spec = engine.spec
     M = spec.M0 if M is None else M
     c = spec.counts.double()
-    a = torch.softmax(torch.log(c).unsqueeze(0) + M.double().unsqueeze(1), dim=-1)  # (k, b, n)
-    err = a - torch.eye(spec.K, dtype=torch.float64).unsqueeze(1)
+    a = torch.softmax(torch.log(c).unsqueeze(0) + M.double().to(c.device).unsqueeze(1), dim=-1)  # (k, b, n)
+    err = a - torch.eye(spec.K, dtype=torch.float64, device=c.device).unsqueeze(1)
     quad = torch.einsum("kbn,nm,kbm->kb", err, spec.sigma.double(), err)
     return 0.5 * (spec.p.double().unsqueeze(1) * quad).sum(0)
 
@@ -68,7 +82,7 @@ def standard_error(x: torch.Tensor) -> float:
 
 
 def q_from_scores(V: torch.Tensor, M: torch.Tensor) -> torch.Tensor:
-    """A Q with V^T Q^T V = M (V: d x K, full column rank)."""
+    """A Q with V^T Q^T V = M (V: d x K, full column rank), on V's device."""
     V = V.double()
     Vp = torch.linalg.pinv(V)  # (K, d)
-    return Vp.T @ M.double().T @ Vp
+    return Vp.T @ M.double().to(V.device).T @ Vp

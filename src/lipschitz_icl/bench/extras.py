@@ -32,8 +32,10 @@ def register_file(name: str, title: str, path: Path, func: str) -> None:
 
     def section(size: Size) -> dict:
         out = fn(size.quick)
-        return out if isinstance(out, dict) and "rows" in out else {"rows": [out] if isinstance(out, dict) else [],
-                                                                     "targets": [], "raw": out}
+        out = out if isinstance(out, dict) and "rows" in out else {"rows": [out] if isinstance(out, dict) else [],
+                                                                    "targets": [], "raw": out}
+        out.setdefault("device", "cpu")  # FUNCTION(quick) is not told --device
+        return out
 
     register(name, title)(section)
 

@@ -11,9 +11,11 @@ SectionFn = Callable[["Size"], dict[str, Any]]
 
 @dataclass(frozen=True)
 class Size:
-    """How big the benchmarks are: ``full``, ``quick`` (<= 2 minutes on 2 cores) or ``tiny`` (tests)."""
+    """How big the benchmarks are: ``full``, ``quick`` (<= 2 minutes on 2 cores) or ``tiny`` (tests),
+    and the device (``cpu`` or ``cuda``) of the sections that train."""
 
     name: str = "quick"
+    device: str = "cpu"
 
     @property
     def quick(self) -> bool:

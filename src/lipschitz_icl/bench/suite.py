@@ -30,6 +30,7 @@ def run_benchmarks(
     report: dict[str, Any] = {
         "schema": 1,
         "size": size.name,
+        "device": size.device,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "machine": machine_info(),
         "versions": versions(),
@@ -47,6 +48,8 @@ def run_benchmarks(
             result = {"title": title, "rows": [], "targets": [], "error": f"{type(e).__name__}: {e}"}
         result.setdefault("title", title)
         result["wall_s"] = round(time.perf_counter() - t0, 2)
+        on = result.setdefault("device", size.device)  # where the section ran (some run on the CPU whatever --device)
+        result["rows"] = [{"device": on, **row} for row in result.get("rows") or []]
         report["sections"][name] = result
     report["targets"] = [t for s in report["sections"].values() for t in s.get("targets", [])]
     report["wall_s"] = round(time.perf_counter() - start, 2)

@@ -89,9 +89,12 @@ def _trim() -> None:
         pass
 
 
-def peak_memory_mb(fn: Callable[[], object]) -> float | None:
+def peak_memory_mb(fn: Callable[[], object], device: str = "cpu") -> float | None:
     """Peak resident memory added while ``fn()`` runs, in MB (Linux: resets VmHWM through
-    /proc/self/clear_refs); None where that is not available."""
+    /proc/self/clear_refs); None where that is not available. On cuda: the peak of the device
+    memory torch allocated while ``fn()`` ran, above what it held before."""
+    if device == "cuda":
+        return _peak_cuda_mb(fn)
     _trim()
     try:
         with open("/proc/self/clear_refs", "w") as f:
@@ -104,6 +107,15 @@ def peak_memory_mb(fn: Callable[[], object]) -> float | None:
     if before is None or peak is None:
         return None
     return max(0.0, peak - before)
+
+
+def _peak_cuda_mb(fn: Callable[[], object]) -> float:
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    fn()
+    torch.cuda.synchronize()
+    return max(0.0, (torch.cuda.max_memory_allocated() - before) / 2**20)
 
 
 def machine_info() -> dict:

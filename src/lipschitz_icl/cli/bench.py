@@ -15,6 +15,7 @@ from rich.table import Table
 
 from ..bench import Size, registered_sections, run_benchmarks
 from ..bench.extras import register_spec
+from ..engines import device_option
 from ..errors import UserInputError
 from ..store import atomic_write_json
 from .common import cell, check_out_path, err, esc, out, user_errors
@@ -89,9 +90,10 @@ def print_grid(grid: Grid, markdown: bool) -> None:
 def print_report(report: dict, json_path: Path | None, markdown: bool) -> None:
     m = report["machine"]
     plain = {"markup": False, "highlight": False, "emoji": False, "soft_wrap": True}
-    out.print(f"machine: {m['cpu']}, {m['cores']} cores, torch threads {m['torch_threads']}, "
-              f"load {m['load_avg_1min_at_start']}; torch {report['versions']['torch']}; size {report['size']}",
-              **plain)
+    gpu = f", GPU {m['cuda']}" if m.get("cuda") else ", no GPU"
+    out.print(f"machine: {m['cpu']}, {m['cores']} cores{gpu}, torch threads {m['torch_threads']}, "
+              f"load {m['load_avg_1min_at_start']}; torch {report['versions']['torch']}; size {report['size']}; "
+              f"device {report.get('device', 'cpu')}", **plain)
     for name, section in report["sections"].items():
         for grid in section_grids(name, section):
             print_grid(grid, markdown)
@@ -114,6 +116,8 @@ def bench_command(
     extra: list[str] = typer.Option(None, "--extra", help="Add a section FILE:FUNCTION, FUNCTION(quick) -> dict."),
     markdown: bool = typer.Option(None, "--markdown/--rich", help="Tables as markdown or as rich tables "
                                   "(default: rich on a terminal, markdown when stdout is a file or a pipe)."),
+    device: str = typer.Option("cpu", "--device", help="Where the sections that train run: cpu, cuda, or auto "
+                               "(cuda when a GPU is present); every table has a device column."),
     tiny: bool = typer.Option(False, "--tiny", hidden=True, help="Tiny sizes (for the test suite)."),
 ) -> None:
     """Benchmark the toolkit: kernel and sampled engines against a plain-PyTorch loop, scaling in
@@ -126,6 +130,7 @@ def bench_command(
         check_out_path(json_path, "--json")
         if threads < 0:
             raise UserInputError(f"--threads must be >= 0 (got {threads})")
+        on = device_option(device, "--device").type
         for spec in extra or []:
             register_spec(spec)
         known = registered_sections()
@@ -137,7 +142,7 @@ def bench_command(
                                  f"{json_path / 'bench.json'})")
         if threads:
             torch.set_num_threads(threads)
-        size = Size("tiny" if tiny else "quick" if quick else "full")
+        size = Size("tiny" if tiny else "quick" if quick else "full", on)
         report = run_benchmarks(size, only=list(only or []) or None,
                                 progress=lambda t: err.print(f"[dim]{esc(t)} ...[/]"))
         if json_path is not None:

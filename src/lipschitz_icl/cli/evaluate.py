@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from ..api import load_run
+from ..engines import device_option
 from ..errors import UserInputError
 from ..evaluate import LINEAR, MODEL, evaluate_run, write_evaluation
 from ..plots.evaluate import evaluation_figure
@@ -65,12 +66,16 @@ def evaluate_command(
     classes: list[str] = typer.Option(None, "--class", help="Task class to test on (repeatable; default: the "
                                       "run's class and a held-out one)."),
     out_dir: Path = typer.Option(None, "--out", "-o", help="Where to write the outputs (default: RUN_DIR)."),
+    device: str = typer.Option(None, "--device", help="auto, cpu or cuda: where the model and the baselines "
+                               "run (default: the run's engine.device)."),
 ) -> None:
     """Error against the number of context examples on unseen functions: the trained model beside
     1-NN, 3-NN, Nadaraya-Watson, least squares, GP regression and the context mean, on the very
     same prompts. Writes evaluation.parquet, evaluation.csv and evaluation.png."""
     with user_errors():
         check_out_path(out_dir, "--out")
+        if device is not None:
+            device_option(device, "--device")
         check_run_dir(run_dir)
         run = load_run(run_dir)  # refuses unfinished, mixed or corrupt runs, naming the file
         ctx = _parse_contexts(contexts)
@@ -81,7 +86,7 @@ def evaluate_command(
                 bar.update(task, completed=done, total=total)
 
             table = evaluate_run(run, prompts=prompts, contexts=ctx, classes=list(classes or []) or None,
-                                 progress=progress)
+                                 progress=progress, device=device)
         target = out_dir or run_dir
         try:
             paths = write_evaluation(table, target)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import torch
 
-from ..errors import ConfigError
+from ..errors import ConfigError, UserInputError
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -32,6 +32,19 @@ def resolve_device(name: str) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         raise ConfigError("engine.device", "cuda was asked for but no CUDA device is available (allowed: auto, cpu)")
     return torch.device(name)
+
+
+DEVICE_NAMES = ("auto", "cpu", "cuda")
+
+
+def device_option(name: str, option: str) -> torch.device:
+    """The device of a command-line option (``--device``): like ``resolve_device``, but a bad value
+    or a missing GPU is a UserInputError naming the option and what is allowed."""
+    if name not in DEVICE_NAMES:
+        raise UserInputError(f"{option} {name!r}: no such device (allowed: {', '.join(DEVICE_NAMES)})")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise UserInputError(f"{option} cuda: no CUDA device is available on this machine (allowed: auto, cpu)")
+    return resolve_device(name)
 
 
 @dataclass

@@ -70,7 +70,8 @@ class TaskClass:
 
     def lipschitz(self, funcs: Funcs) -> torch.Tensor:
         """A certified Lipschitz bound of each function (n,); at most L."""
-        return torch.full((_count(funcs),), self.L)
+        first = next(iter(funcs.values()))
+        return torch.full((_count(funcs),), self.L, device=first.device)
 
     def exact_kernel(self, V: torch.Tensor) -> torch.Tensor | None:
         """Sigma in closed form on features V (d x K), or None."""
@@ -105,10 +106,12 @@ class TaskClass:
         if size > (limit := max_elements()):
             raise ConfigError("task.kernel_samples", f"the Monte-Carlo kernel of {self.name!r} would need {size:.3g} "
                               f"elements (at most {limit:.3g}); lower kernel_samples")
-        F = self.values_on(self.sample(samples, gen, V.dtype, V.device), V)
+        # drawn on the CPU (``gen`` is a CPU generator: the same functions on every device), then moved to V's
+        funcs = {k: v.to(V.device) for k, v in self.sample(samples, gen, V.dtype).items()}
+        F = self.values_on(funcs, V)
         # Sigma_nm = mean_i F_in F_im, with an elementwise standard error; rows of Sigma in chunks so the
         # (M, rows, K) products stay small whatever K
-        sigma, se = torch.empty(K, K, dtype=F.dtype), torch.empty(K, K, dtype=F.dtype)
+        sigma, se = (torch.empty(K, K, dtype=F.dtype, device=F.device) for _ in range(2))
         rows = max(1, _CHUNK_ELEMENTS // max(1, samples * K))
         for start in range(0, K, rows):
             r = slice(start, min(K, start + rows))

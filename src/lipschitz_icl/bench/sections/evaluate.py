@@ -51,6 +51,7 @@ def evaluate_section(size: Size) -> dict:
              "evaluate cpu s": r["cpu_s"], "peak RSS MB": r["peak_rss_mb"]}
             for name, r in (("previous", before), ("now", now))]
     return {
+        "device": "cpu",  # the comparison with the previous formulas (CPU-only lstsq drivers) runs on the CPU
         "rows": rows,
         "targets": [
             Target(f"(g) evaluate peak RSS at d={d}, N={N}", now["peak_rss_mb"], "<=", 1024, " MB").as_dict(),

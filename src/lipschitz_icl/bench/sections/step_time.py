@@ -44,10 +44,11 @@ def _matched_draws(spreads: list[tuple[str, float, float]], B: int) -> int:
 def _one_setting(kind: str, size: Size) -> dict:
     """The baseline, the kernel engine at matched standard error and the sampled engine, one feature kind."""
     K, d, N, B = _setting(size)
-    base_ov = [f"features.kind={kind}", f"features.K={K}", f"features.d={d}", f"prompt.N={N}", "task.L=2"]
+    base_ov = [f"features.kind={kind}", f"features.K={K}", f"features.d={d}", f"prompt.N={N}", "task.L=2",
+               f"engine.device={size.device}"]
     problem, _, _ = prepare(config(base_ov))
     V = problem.features.V
-    base = PlainBaseline(V, N, B, L=2.0, lr=1.0, seed=1)  # float32 (torch's default), B prompts per step
+    base = PlainBaseline(V, N, B, L=2.0, lr=1.0, seed=1, device=size.device)  # float32, B prompts per step
     t_base = time_call(base.step, repeats=size.pick(5, 3, 2), warmup=1, budget_s=size.pick(30, 8, 2))
     spreads = _spreads(base, V, base_ov, size)
     draws = _matched_draws(spreads, B)

@@ -11,6 +11,7 @@ import pandas as pd
 from ...sweep import load_sweep, run_sweep
 from ..common import REPO_ROOT
 from ..registry import Size, Target, register
+from .batched import CUDA_WHY
 
 TIMING = ["wall_s", "elapsed_s", "finished_at", "run_dir"]  # the columns that may differ between two sweeps
 
@@ -18,9 +19,11 @@ TIMING = ["wall_s", "elapsed_s", "finished_at", "run_dir"]  # the columns that m
 def _spec(size: Size) -> dict:
     """configs/sweeps/l_sweep.yaml (30 runs); --tiny: 2 values of L x 2 seeds, 300 steps."""
     spec = load_sweep(REPO_ROOT / "configs" / "sweeps" / "l_sweep.yaml")
-    data = {"name": "l_sweep", "base": spec.base, "grid": {"task.L": "logspace(-0.5, 1, 10)"}, "seeds": 3}
+    data = {"name": "l_sweep", "base": spec.base, "grid": {"task.L": "logspace(-0.5, 1, 10)"}, "seeds": 3,
+            "overrides": [f"engine.device={size.device}"]}
     if size.tiny:
-        data.update(grid={"task.L": "logspace(-0.5, 1, 2)"}, seeds=2, overrides=["train.steps=300"])
+        data.update(grid={"task.L": "logspace(-0.5, 1, 2)"}, seeds=2,
+                    overrides=["train.steps=300", f"engine.device={size.device}"])
     return data
 
 
@@ -56,7 +59,8 @@ def sweep_batched(size: Size) -> dict:
         "rows": [row],
         "targets": [
             Target("(h) sweep --workers 1, --batch 32 vs --batch 1", speedup, ">=", 4.0, "x", why).as_dict(),
-            Target("(h) batched sweep results identical (1 = yes)", float(identical), ">=", 1.0).as_dict(),
+            Target("(h) batched sweep results identical (1 = yes)", float(identical), ">=", 1.0,
+                   why="" if identical or size.device == "cpu" else CUDA_WHY).as_dict(),
         ],
         "notes": ["whole sweeps (spec expansion, run directories, index) in this process, one torch thread; "
                   "the batched sweep timed before and after the unbatched one (their mean)"],
