@@ -16,10 +16,11 @@ from .threshold_measure import LEVEL, TAU, rescaled_time
 def readings_figure(ctx: Context, m: dict, stem: str) -> str:
     settings = m["settings"]
     cols = dict(zip([st.name for st in settings], plots.colors(len(settings)), strict=True))
-    fig, axes = plots.figure(3, 2, width=4.4, height=3.4)
+    fig, axes = plots.figure(4, 2, width=4.4, height=3.4)
     _relative_panel(axes[0][0], m, cols)
     _absolute_panel(axes[0][1], m, cols)
     _noise_panel(axes[0][2], m, cols)
+    _noise_scaling_panel(axes[0][3], m, cols)
     _step_panel(axes[1][0], m, cols)
     _collapse_panel(axes[1][1], m)
     ax = axes[1][2]
@@ -27,6 +28,7 @@ def readings_figure(ctx: Context, m: dict, stem: str) -> str:
         ax.plot([], [], "o-", color=cols[st.name], label=f"{st.name} (Delta delta = {st.dd:.2f})")
     ax.legend(fontsize=7, loc="center")
     ax.axis("off")
+    axes[1][3].axis("off")
     for ax in (axes[0][0], axes[0][1], axes[0][2], axes[1][0]):
         ax.axvline(1.0, color="gray", ls=":", lw=1)
     fig.tight_layout()
@@ -80,6 +82,28 @@ def _step_panel(ax, m, cols) -> None:
            title="P4d fixed eta = 1: one-step saturation or instability")
 
 
+def _noise_scaling_panel(ax, m, cols) -> None:
+    """P4c: L_tau against tau sqrt(K/N) / (delta Delta), the settings and the tau, N, K variations; a line
+    through the origin is the scaling the reading asks for."""
+    pts = [(st, TAU, m["crossings"][st.name].L, cols[st.name], "o") for st in m["settings"]]
+    pts += [(st, tau, c.L, "k", "s") for st, tau, c in m["variations"]]
+    xs = []
+    for st, tau, L_tau, c, marker in pts:
+        if L_tau is None:
+            continue
+        x = tau * math.sqrt(st.cfg.features.K / st.cfg.prompt.N) / st.dd
+        xs.append(x)
+        ax.plot([x], [L_tau], marker, color=c, ms=5)
+    if xs:
+        grid = np.geomspace(min(xs) / 1.5, max(xs) * 1.5, 20)
+        coef = float(np.median([L / x for (st, tau, L, _, _), x in zip(
+            [p for p in pts if p[2] is not None], xs, strict=True)]))
+        ax.plot(grid, coef * grid, "k:", lw=1, label=f"L_tau = {coef:.2f} x (median)")
+        ax.legend(fontsize=7)
+    ax.set(xscale="log", yscale="log", xlabel="tau sqrt(K/N) / (delta Delta)", ylabel="L_tau",
+           title="P4c: L_tau (squares: tau, N, K varied)")
+
+
 def _collapse_panel(ax, m) -> None:
     settings = m["settings"]
     dd = [st.dd for st in settings]
@@ -93,5 +117,5 @@ def _collapse_panel(ax, m) -> None:
         if pts:
             ax.plot(*zip(*pts, strict=True), marker, label=name)
     ax.set(xscale="log", yscale="log", xlabel="Delta delta", ylabel="L_x / L* = L_x Delta delta",
-           title="collapse: flat rows scale as 1/(Delta delta)")
+           title="L_x / L* (flat: L_x ~ 1/(Delta delta))")
     ax.legend(fontsize=7)
