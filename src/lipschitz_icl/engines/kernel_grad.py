@@ -43,6 +43,13 @@ class KernelOut:
     attn: torch.Tensor | None  # (R, K, K) attn[r, k, n] = Attn_{k->n} (when asked for)
     grad: torch.Tensor | None  # (R, K, K) dL/dM (not preconditioned; when asked for)
     tests: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> (R,) loss under a test Sigma
+    table: torch.Tensor | None = None  # (R, 2 + K) [loss, min_k Attn_k, Attn_k], when the step made it
+
+    def summary_table(self) -> torch.Tensor:
+        """(R, 2 + K): loss, min_k Attn_k and every Attn_k of each run (what the trainer reads per step)."""
+        if self.table is None:
+            self.table = torch.cat([self.loss[:, None], self.attn_self.amin(-1)[:, None], self.attn_self], 1)
+        return self.table
 
 
 @lru_cache(maxsize=256)
@@ -160,6 +167,24 @@ def kernel_loss_grad(
                     getattr(out, name)[r] = getattr(one, name)[0]
             for name in out.tests:
                 out.tests[name][r] = one.tests[name][0]
+    return out
+
+
+def kernel_test_errors(
+    M: torch.Tensor, counts: torch.Tensor, inv_c: torch.Tensor | None, sigma: torch.Tensor, p: torch.Tensor,
+    tau2: torch.Tensor | None, tests: dict[str, torch.Tensor],
+) -> dict[str, torch.Tensor]:
+    """The test errors alone (name -> (R,)), as ``kernel_loss_grad`` computes them; runs whose errors
+    are not finite are recomputed with the log-space attention."""
+    args = (counts, inv_c, sigma, p, tau2, tests, False, False, CHUNK_ELEMENTS, None)
+    out = _loss_grad(M, *args, exact=False, train=False).tests
+    bad = torch.zeros(M.shape[0], dtype=torch.bool, device=M.device)
+    for v in out.values():
+        bad |= ~torch.isfinite(v)
+    for r in bad.nonzero().flatten().tolist():
+        one = _loss_grad(M[r : r + 1], *_rows(args, r), exact=True, train=False).tests
+        for name in out:
+            out[name][r] = one[name][0]
     return out
 
 
