@@ -132,3 +132,15 @@ def test_a_diverging_run_stops_as_the_unfused_one_does():
     fused = li.run(li.load_config(None, [*overrides, "engine.fused=true"]), write=False)
     assert plain.summary["status"] == fused.summary["status"] == "diverged"
     assert plain.summary["steps"] == fused.summary["steps"]
+
+
+def test_assigning_new_scores_between_fused_steps_is_seen():
+    batch = _batch([["task.L=2"], ["task.L=1", "seed=3"]])
+    batch.step_fused(False)
+    batch.update()
+    batch.M = batch.M * 0.5  # a new tensor: the fused step must read it, and update it
+    ref = batch.step_unfused(False).grad.clone()
+    _close(batch.step_fused(False).grad, ref)
+    before = batch.M.clone()
+    batch.update()
+    assert torch.equal(batch.M, before - batch.lr * batch.grad)

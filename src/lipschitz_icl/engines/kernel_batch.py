@@ -91,7 +91,7 @@ class KernelBatch:
     def step_fused(self, full: bool = False) -> KernelOut:
         """``step`` by one compiled call (``kernel_fused``; needs numba). Its output tensors are
         buffers that the next fused step overwrites."""
-        if self._fused is None:
+        if self._fused is None or self._fused.M_t is not self.M:  # first step, or M was replaced
             self._fused = importlib.import_module(".kernel_fused", __package__).FusedState(self)
         return self._precondition(self._fused.step(full))
 
@@ -114,7 +114,7 @@ class KernelBatch:
 
     def update(self) -> None:
         """One gradient step of size eta on every run: M <- M - eta G (dL/dM) G (fused: in place)."""
-        if self._fused is not None:
+        if self._fused is not None and self._fused.M_t is self.M:
             self._fused.update(self.grad)
         else:
             self.M = self.M - self.lr * self.grad

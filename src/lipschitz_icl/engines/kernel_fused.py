@@ -170,12 +170,13 @@ def fused_update(M: np.ndarray, lr: np.ndarray, grad: np.ndarray) -> None:
 
 class FusedState:
     """The buffers and NumPy views of one batch shape: what ``fused_step`` reads and writes.
-    Rebuilt when the batch's tensors are replaced (runs leave, counts are redrawn)."""
+    Rebuilt when the batch's tensors are replaced (runs leave, M is assigned); new count draws
+    only replace the count views (``set_counts``)."""
 
     def __init__(self, batch: KernelBatch) -> None:
         R, K, B = batch.counts.shape
         self.batch = batch
-        self.M = batch.M.numpy()
+        self.M_t, self.M = batch.M, batch.M.numpy()  # the tensor these views belong to
         self.set_counts(batch.counts, batch.inv_c)
         self.sigma = batch.sigma.numpy()
         self.diag = batch.diag is not None
