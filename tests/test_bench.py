@@ -9,6 +9,7 @@ import torch
 from typer.testing import CliRunner
 
 from lipschitz_icl.bench import Size, Target
+from lipschitz_icl.bench.sections import step_floor as step_floor_module
 from lipschitz_icl.bench.sections.step_floor import step_floor
 from lipschitz_icl.bench.timing import fit_exponent
 from lipschitz_icl.cli import app
@@ -81,6 +82,15 @@ def test_step_floor_reports_unfused_and_fused_steps_and_both_targets():
     assert targets["(i) unfused / fused step"]["measured"] == pytest.approx(unfused["step ms"] / fused["step ms"])
     for t in targets.values():
         assert t["met"] or t["why"]  # a miss says why
+
+
+def test_step_floor_without_numba_reports_the_unfused_step_and_why(monkeypatch):
+    monkeypatch.setattr(step_floor_module, "HAS_NUMBA", False)
+    res = step_floor(Size("tiny"))
+    assert [r["step"] for r in res["rows"]] == ["one run (R = 1), unfused", "batch of 4 (per batch step), unfused"]
+    ratio, speedup = res["targets"]
+    assert ratio["measured"] == res["rows"][0]["step / floor"] and "numba" in ratio["why"]
+    assert speedup["measured"] is None and "numba" in speedup["why"]
 
 
 def test_fit_exponent_recovers_a_power_law():

@@ -1,6 +1,8 @@
 """The fused kernel step (engine.fused: true) against the unfused one: the same loss, attention,
 gradient, test errors and trajectories within 1e-12 relative, and the same bits alone and in a batch."""
 
+import importlib.util
+
 import numpy as np
 import pytest
 import torch
@@ -11,7 +13,7 @@ from lipschitz_icl.batch import run_many
 from lipschitz_icl.engines.kernel_batch import KernelBatch
 from lipschitz_icl.errors import ConfigError
 
-pytest.importorskip("numba")
+needs_numba = pytest.mark.skipif(importlib.util.find_spec("numba") is None, reason="numba is not installed")
 
 SMALL = ["train.steps=50", "train.log_every=1", "train.eps=1e-12", "eval.functions=32", "engine.draws=64"]
 RTOL = 1e-12
@@ -39,6 +41,7 @@ BATCHES = {
 }
 
 
+@needs_numba
 @pytest.mark.parametrize("name", list(BATCHES))
 def test_fused_step_matches_unfused(name):
     batch = _batch(BATCHES[name])
@@ -54,6 +57,7 @@ def test_fused_step_matches_unfused(name):
     assert torch.equal(out.summary_table()[:, 1], out.attn_self.amin(-1))
 
 
+@needs_numba
 def test_underflowed_attention_is_recomputed_in_log_space():
     batch = _batch([["task.L=2", "prompt.N=3"], ["task.L=1", "seed=3", "prompt.N=3"]])
     M = torch.zeros_like(batch.M)
@@ -87,6 +91,7 @@ def _assert_runs_close(fused: li.Run, plain: li.Run) -> None:
     assert np.max(np.abs(va - vb)) <= 1e-14
 
 
+@needs_numba
 @pytest.mark.parametrize("overrides", TRAJECTORIES, ids=lambda o: " ".join(o))
 def test_fifty_step_trajectory_matches_unfused(overrides):
     plain = li.run(li.load_config(None, [*SMALL, *overrides]), write=False)
@@ -95,6 +100,7 @@ def test_fifty_step_trajectory_matches_unfused(overrides):
     _assert_runs_close(fused, plain)
 
 
+@needs_numba
 def test_batched_fused_runs_equal_single_fused_runs_bit_for_bit():
     variants = [["task.L=0.5"], ["task.L=2", "train.lr=0.5", "seed=1"], ["task.L=3", "train.eps=0.05"],
                 ["task.L=8", "train.lr=0.1", "train.steps=30"]]  # runs end at different steps
@@ -120,12 +126,14 @@ def test_fused_refused_where_it_does_not_apply(overrides, needle):
     assert needle in str(err.value)
 
 
+@needs_numba
 def test_fused_enters_the_config_hash_only_when_true():
     plain = li.load_config(None, [])
     assert plain.config_hash() == li.load_config(None, ["engine.fused=false"]).config_hash()
     assert plain.config_hash() != li.load_config(None, ["engine.fused=true"]).config_hash()
 
 
+@needs_numba
 def test_a_diverging_run_stops_as_the_unfused_one_does():
     overrides = [*SMALL, "task.L=1e6", "train.lr=1e300"]
     plain = li.run(li.load_config(None, overrides), write=False)
@@ -134,6 +142,7 @@ def test_a_diverging_run_stops_as_the_unfused_one_does():
     assert plain.summary["steps"] == fused.summary["steps"]
 
 
+@needs_numba
 def test_assigning_new_scores_between_fused_steps_is_seen():
     batch = _batch([["task.L=2"], ["task.L=1", "seed=3"]])
     batch.step_fused(False)
@@ -144,3 +153,11 @@ def test_assigning_new_scores_between_fused_steps_is_seen():
     before = batch.M.clone()
     batch.update()
     assert torch.equal(batch.M, before - batch.lr * batch.grad)
+
+
+def test_fused_without_numba_is_refused_with_one_line(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "numba" else real(name, *a))
+    with pytest.raises(ConfigError, match="engine.fused") as err:
+        li.load_config(None, ["engine.fused=true"])
+    assert "numba" in str(err.value) and "\n" not in str(err.value)
