@@ -11,9 +11,10 @@ compiler may reassociate them, ``fastmath={"reassoc"}``) and the Sigma products 
 operations: results agree with the unfused step to ~1e-15 relative, not bit for bit. Every run's
 numbers depend on its own slices only, so a run gets the same bits alone and in any batch.
 
-What stays outside: the test errors of log steps (the unfused path, ``kernel_test_errors``), the
-preconditioning G (dL/dM) G when G != I, and the log-space recomputation of a run whose attention
-underflowed (the unfused ``kernel_loss_grad``, which has it).
+At log steps the same call also evaluates the test errors (the loss under the Sigma of unseen
+functions, dense K x K) at the same attention. What stays outside: the preconditioning
+G (dL/dM) G when G != I, and the log-space recomputation of a run whose attention underflowed
+(the unfused ``kernel_loss_grad``, which has it).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numba
 import numpy as np
 import torch
 
-from .kernel_grad import KernelOut, kernel_loss_grad, kernel_test_errors
+from .kernel_grad import KernelOut, kernel_loss_grad
 
 if TYPE_CHECKING:
     from .kernel_batch import KernelBatch
@@ -76,8 +77,14 @@ def _attention_and_g(k, Pk, c, S, diag, a, g, e, iz):
             else:
                 for b in range(B):
                     g[n, b] = -sn * e[b]
-    if diag:
-        return
+    if not diag:
+        _dense_err(k, a, e, S, g)
+
+
+@numba.njit(**_JIT)
+def _dense_err(k, a, e, S, g):
+    """g = S err for a dense K x K matrix S, err = a - e_k with err_k = -e."""
+    K, B = a.shape
     for n in range(K):
         for b in range(B):
             g[n, b] = 0.0
@@ -89,6 +96,27 @@ def _attention_and_g(k, Pk, c, S, diag, a, g, e, iz):
             else:
                 for b in range(B):
                     g[n, b] -= snm * e[b]
+
+
+@numba.njit(**_JIT)
+def _test_errors(k, a, e, T, t2, inv_c, gt, tq, out):
+    """Query k under each test Sigma T[t] (dense): out[t] = mean_b [err^T T err + tau^2 sum_n a_n^2 / c_n]."""
+    K, B = a.shape
+    for t in range(T.shape[0]):
+        _dense_err(k, a, e, T[t], gt)
+        for b in range(B):
+            tq[b] = -e[b] * gt[k, b]
+        for n in range(K):
+            if n != k:
+                for b in range(B):
+                    tq[b] += a[n, b] * gt[n, b]
+            if t2 > 0.0:
+                for b in range(B):
+                    tq[b] += t2 * a[n, b] * a[n, b] * inv_c[n, b]
+        total = 0.0
+        for b in range(B):
+            total += tq[b]
+        out[t] = total / B
 
 
 @numba.njit(**_JIT)
@@ -132,23 +160,35 @@ def _query(k, Pk, c, inv_c, S, diag, t2, a, g, tmp, attn_row, grad_row, w):
 @numba.njit(**_JIT)
 def fused_step(
     M: np.ndarray, c: np.ndarray, inv_c: np.ndarray, S: np.ndarray, diag: bool, p: np.ndarray, tau2: np.ndarray,
-    summary: np.ndarray, attn: np.ndarray, grad: np.ndarray,
+    T: np.ndarray, summary: np.ndarray, attn: np.ndarray, grad: np.ndarray, tests: np.ndarray,
 ) -> bool:
-    """R runs: summary (R, 2 + K) = [loss, min_k Attn_k, Attn_1..Attn_K], attn (R, K, K) and
-    grad (R, K, K) = dL/dM. Returns whether every loss is finite."""
+    """R runs: summary (R, 2 + K) = [loss, min_k Attn_k, Attn_1..Attn_K], attn (R, K, K),
+    grad (R, K, K) = dL/dM, and tests (R, nT) the loss under the test Sigmas T (R, nT, K, K)
+    (nT = 0: none). Returns whether every loss is finite."""
     R, K, B = c.shape
+    nT = T.shape[1]
     P = np.empty_like(M[0])
     a = np.empty_like(c[0])
     g = np.empty_like(c[0])
+    gt = np.empty_like(c[0])
     tmp = np.empty((4, B), c.dtype)
+    tk = np.empty(nT, c.dtype)
     finite = True
     for r in range(R):
         _softmax_rows(M[r], P)
         total = 0.0
+        for t in range(nT):
+            tests[r, t] = 0.0
         for k in range(K):
             q = _query(k, P[k], c[r], inv_c[r], S[r], diag, tau2[r], a, g, tmp, attn[r, k], grad[r, k], p[r, k] / B)
             total += p[r, k] * q
+            if nT > 0:  # a and e = tmp[0] are still query k's
+                _test_errors(k, a, tmp[0], T[r], tau2[r], inv_c[r], gt, tmp[2], tk)
+                for t in range(nT):
+                    tests[r, t] += p[r, k] * tk[t]
         summary[r, 0] = 0.5 * total
+        for t in range(nT):
+            tests[r, t] *= 0.5
         low = attn[r, 0, 0]
         for k in range(K):
             summary[r, 2 + k] = attn[r, k, k]
@@ -188,6 +228,11 @@ class FusedState:
         self.grad_t = torch.empty(R, K, K, dtype=batch.dtype)
         self.summary, self.attn, self.grad = self.summary_t.numpy(), self.attn_t.numpy(), self.grad_t.numpy()
         self.loss_t, self.attn_self_t = self.summary_t[:, 0], self.summary_t[:, 2:]  # views, made once
+        names = list(batch.tests)
+        T = torch.stack([batch.tests[n] for n in names], 1) if names else batch.sigma.new_empty(R, 0, K, K)
+        self.T, self.no_T = T.contiguous().numpy(), np.empty((R, 0, K, K), self.counts.dtype)
+        self.tests_t = torch.empty(R, len(names), dtype=batch.dtype)
+        self.tests, self.tests_out = self.tests_t.numpy(), {n: self.tests_t[:, i] for i, n in enumerate(names)}
 
     def set_counts(self, counts: torch.Tensor, inv_c: torch.Tensor | None) -> None:
         """Views of new count draws (R, K, B) and, with label noise, 1 / max(c, 1)."""
@@ -198,27 +243,26 @@ class FusedState:
         """Loss, Attn_k, dL/dM (not preconditioned) of every run; with ``full`` also the whole
         attention and the test errors."""
         finite = fused_step(self.M, self.counts, self.inv_c, self.sigma, self.diag, self.p, self.tau2,
-                            self.summary, self.attn, self.grad)
+                            self.T if full else self.no_T, self.summary, self.attn, self.grad, self.tests)
         if not finite:
-            self._redo_nonfinite()
-        b = self.batch
-        out = KernelOut(self.loss_t, self.attn_self_t, self.attn_t if full else None, self.grad_t,
-                        table=self.summary_t)
-        if full and b.tests:
-            out.tests = kernel_test_errors(b.M, b.counts, b.inv_c, b.sigma, b.p, b.tau2, b.tests)
-        return out
+            self._redo_nonfinite(full)
+        return KernelOut(self.loss_t, self.attn_self_t, self.attn_t if full else None, self.grad_t,
+                         dict(self.tests_out) if full else {}, table=self.summary_t)
 
-    def _redo_nonfinite(self) -> None:
+    def _redo_nonfinite(self, full: bool) -> None:
         """Runs whose loss is not finite (attention underflowed, or the run diverged): the unfused
         step, which recomputes underflowed attention in log space."""
         b = self.batch
         for r in np.flatnonzero(~np.isfinite(self.summary[:, 0])).tolist():
             sl = slice(r, r + 1)
             one = kernel_loss_grad(b.M[sl], b.counts[sl], None if b.inv_c is None else b.inv_c[sl], b.sigma[sl],
-                                   b.p[sl], None if b.tau2 is None else b.tau2[sl], None, need_grad=True,
+                                   b.p[sl], None if b.tau2 is None else b.tau2[sl],
+                                   {n: v[sl] for n, v in b.tests.items()} if full else None, need_grad=True,
                                    full_attn=True, sigma_diag=None if b.diag is None else b.diag[sl])
             self.summary_t[r] = one.summary_table()[0]
             self.attn_t[r], self.grad_t[r] = one.attn[0], one.grad[0]
+            for name, v in one.tests.items():
+                self.tests_out[name][r] = v[0]
 
     def update(self, grad: torch.Tensor) -> None:
         """M <- M - eta grad in place (``grad``: the preconditioned gradient, (R, K, K))."""

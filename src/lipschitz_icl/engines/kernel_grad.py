@@ -170,24 +170,6 @@ def kernel_loss_grad(
     return out
 
 
-def kernel_test_errors(
-    M: torch.Tensor, counts: torch.Tensor, inv_c: torch.Tensor | None, sigma: torch.Tensor, p: torch.Tensor,
-    tau2: torch.Tensor | None, tests: dict[str, torch.Tensor],
-) -> dict[str, torch.Tensor]:
-    """The test errors alone (name -> (R,)), as ``kernel_loss_grad`` computes them; runs whose errors
-    are not finite are recomputed with the log-space attention."""
-    args = (counts, inv_c, sigma, p, tau2, tests, False, False, CHUNK_ELEMENTS, None)
-    out = _loss_grad(M, *args, exact=False, train=False).tests
-    bad = torch.zeros(M.shape[0], dtype=torch.bool, device=M.device)
-    for v in out.values():
-        bad |= ~torch.isfinite(v)
-    for r in bad.nonzero().flatten().tolist():
-        one = _loss_grad(M[r : r + 1], *_rows(args, r), exact=True, train=False).tests
-        for name in out:
-            out[name][r] = one[name][0]
-    return out
-
-
 def _rows(args: tuple, r: int) -> tuple:
     counts, inv_c, sigma, p, tau2, tests, need_grad, full_attn, chunk, diag = args
     sl = slice(r, r + 1)
