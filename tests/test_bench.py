@@ -10,6 +10,8 @@ from cli_support import refused
 from typer.testing import CliRunner
 
 from lipschitz_icl.bench import Size, Target
+from lipschitz_icl.bench.sections import step_floor as step_floor_module
+from lipschitz_icl.bench.sections.step_floor import step_floor
 from lipschitz_icl.bench.timing import fit_exponent
 from lipschitz_icl.cli import app
 from lipschitz_icl.recorder import Recorder
@@ -88,6 +90,31 @@ def test_target_verdicts():
     assert Target("b", 2.5, "<=", 1.5, "x").verdict() == "missed by 1x"
     assert Target("c", None, "<=", 1).met is None
     assert Size("tiny").quick and not Size("full").quick
+
+
+def test_step_floor_reports_unfused_and_fused_steps_and_both_targets():
+    pytest.importorskip("numba")
+    res = step_floor(Size("tiny"))
+    steps = [r["step"] for r in res["rows"]]
+    assert steps == ["one run (R = 1), unfused", "one run (R = 1), fused",
+                     "batch of 4 (per batch step), unfused", "batch of 4 (per batch step), fused"]
+    assert all(r["step / floor"] > 0 for r in res["rows"])
+    targets = {t["name"]: t for t in res["targets"]}
+    assert set(targets) == {"(i) quickstart step / floor", "(i) unfused / fused step"}
+    fused, unfused = res["rows"][1], res["rows"][0]
+    assert targets["(i) quickstart step / floor"]["measured"] == fused["step / floor"]
+    assert targets["(i) unfused / fused step"]["measured"] == pytest.approx(unfused["step ms"] / fused["step ms"])
+    for t in targets.values():
+        assert t["met"] or t["why"]  # a miss says why
+
+
+def test_step_floor_without_numba_reports_the_unfused_step_and_why(monkeypatch):
+    monkeypatch.setattr(step_floor_module, "HAS_NUMBA", False)
+    res = step_floor(Size("tiny"))
+    assert [r["step"] for r in res["rows"]] == ["one run (R = 1), unfused", "batch of 4 (per batch step), unfused"]
+    ratio, speedup = res["targets"]
+    assert ratio["measured"] == res["rows"][0]["step / floor"] and "numba" in ratio["why"]
+    assert speedup["measured"] is None and "numba" in speedup["why"]
 
 
 def test_fit_exponent_recovers_a_power_law():

@@ -196,6 +196,9 @@ class EngineConfig(_Strict):
         "float64", description="float64; unset with the sampled engine and a neural model: float32"
     )
     device: Literal["auto", "cpu", "cuda"] = "cpu"
+    fused: bool = Field(
+        False, description="kernel, gd/sgd in S space, CPU: the step in one compiled call (needs numba)"
+    )
     train_prompts: int | None = Field(
         None, ge=1, le=100_000_000, description="sampled: a fixed training set of M prompts (default: none)"
     )
@@ -319,8 +322,11 @@ class Config(_Strict):
         return self.train.optimizer == "sgd"
 
     def config_hash(self) -> str:
-        """Stable hash of everything that changes the run's numbers (the name excluded)."""
+        """Stable hash of everything that changes the run's numbers (the name excluded). engine.fused
+        enters only when true, so the hashes of configs written before it existed stay the same."""
         data = self.model_dump(mode="json", exclude={"name"})
+        if not data["engine"]["fused"]:
+            del data["engine"]["fused"]
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
     def with_overrides(self, overrides: list[str]) -> Config:

@@ -85,7 +85,7 @@ class _BatchLoop:
         full = any(self.states[i].wants_record(cfgs[i], step) for i in self.rows)
         out = batch.step(full)
         # 3. one host read (losses, min_k Attn_k and every Attn_k), then each run's stopping rules
-        host = torch.cat([out.loss[:, None], out.attn_self.amin(-1)[:, None], out.attn_self], 1).tolist()
+        host = out.summary_table().tolist()
         losses, mins = [h[0] for h in host], [h[1] for h in host]
         record, ended = [], []
         for j, i in enumerate(self.rows):

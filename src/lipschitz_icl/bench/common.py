@@ -45,13 +45,13 @@ def synced(fn: Callable[[], object], device: str) -> Callable[[], None]:
 
 def kernel_step(cfg: Config):
     """One bare gradient step of the kernel engine (what the trainer does per step, minus the
-    bookkeeping): loss, attention and gradient, the host read of the losses, the update."""
+    bookkeeping): loss, attention and gradient, the host read of the losses and Attn_k, the
+    update. Fused or not as ``cfg.engine.fused`` says."""
     _, engine, _ = prepare(cfg)
     batch = KernelBatch([engine.spec], [cfg.train.lr])
 
     def step() -> None:
-        out = batch.step(False)
-        torch.stack([out.loss, out.attn_self.amin(-1)]).tolist()
+        batch.step(False).summary_table().tolist()
         batch.update()
 
     return step, batch

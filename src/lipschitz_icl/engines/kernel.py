@@ -15,6 +15,7 @@ from ``kernel_grad.kernel_loss_grad``; ``kernel_loss`` below is the autograd ref
 
 from __future__ import annotations
 
+import importlib.util
 from typing import TYPE_CHECKING
 
 import torch
@@ -77,6 +78,21 @@ class KernelEngine(Engine):
             )
         if cfg.engine.train_prompts is not None:
             raise ConfigError("engine.train_prompts", "needs engine.kind=sampled (the kernel engine has no prompts)")
+        if cfg.engine.fused:
+            cls._check_fused(cfg)
+
+    @classmethod
+    def _check_fused(cls, cfg: Config) -> None:
+        """engine.fused: true needs the batched trainer's setting, the CPU, and numba."""
+        if not cls.batchable(cfg):
+            raise ConfigError("engine.fused", "needs train.optimizer gd or sgd in S space (engine.space auto or S; "
+                              f"got optimizer={cfg.train.optimizer}, space={cfg.engine.space}); allowed: false")
+        if cfg.engine.device != "cpu":
+            raise ConfigError("engine.fused", f"runs on the CPU only (got engine.device={cfg.engine.device}); "
+                              "allowed: false, or engine.device=cpu")
+        if importlib.util.find_spec("numba") is None:
+            raise ConfigError("engine.fused", "needs numba, which is not installed (pip install numba, or "
+                              "lipschitz-icl[fused]); allowed: false")
 
     @classmethod
     def working_set(cls, cfg: Config, tasks: dict[str, TaskClass]) -> list[SizeCheck]:

@@ -5,9 +5,15 @@ eta, seed (count draws, test functions), p_k, N, label noise, stopping rules. Th
 K, the number of count draws B, dtype, device, whether counts are redrawn each step, whether
 label noise is on, whether G = V^T V is the identity, and the names of their test sets.
 Finished runs leave the batch (``keep``), so the remaining ones run at their own cost.
+
+``engine.fused: true`` (``KernelSpec.fused``) takes ``step`` and ``update`` through the compiled
+step of ``kernel_fused`` (numba, imported only then: its import costs ~0.4 s); ``step_unfused``
+stays callable on any batch, for the benchmark and the equality tests.
 """
 
 from __future__ import annotations
+
+import importlib
 
 import torch
 
@@ -20,6 +26,7 @@ def batch_key(spec: KernelSpec) -> tuple:
     return (
         spec.K, spec.counts.shape[0], spec.dtype, str(spec.device), spec.resample, spec.tau > 0,
         spec.gram is None, tuple(spec.tests), spec.space, diagonal_of(spec.sigma.unsqueeze(0)) is not None,
+        spec.fused,
     )
 
 
@@ -34,6 +41,10 @@ class KernelBatch:
         self.specs = list(specs)
         self.device, self.dtype = s0.device, s0.dtype
         self.resample, self.noisy = s0.resample, s0.tau > 0
+        self.fused = s0.fused
+        if self.fused and self.device.type != "cpu":
+            raise ValueError("the fused kernel step runs on the CPU only")
+        self._fused = None  # kernel_fused.FusedState: views of this batch's tensors, built at the first step
         self.M = torch.stack([s.M0 for s in specs]).clone()  # (R, K, K) scores M = V^T Q^T V
         self.sigma = torch.stack([s.sigma for s in specs])  # (R, K, K) Sigma
         self.diag = diagonal_of(self.sigma)  # (R, K) when every Sigma is diagonal
@@ -55,6 +66,8 @@ class KernelBatch:
         pairs = [s.count_inputs(c) for s, c in zip(self.specs, counts, strict=True)]
         self.counts = torch.stack([c for c, _ in pairs])  # (R, K, B) counts c_n, feature first
         self.inv_c = torch.stack([i for _, i in pairs]) if self.noisy else None  # 1 / max(c_n, 1)
+        if self._fused is not None:
+            self._fused.set_counts(self.counts, self.inv_c)
 
     def redraw(self) -> None:
         """Fresh count draws for every run, each from its own generator (SGD)."""
@@ -63,11 +76,27 @@ class KernelBatch:
 
     def step(self, full: bool = False) -> KernelOut:
         """Loss, Attn_k and the preconditioned gradient G (dL/dM) G of every run; with ``full``
-        also the whole attention matrix and the test errors (what a log step records)."""
+        also the whole attention matrix and the test errors (what a log step records). Fused or
+        not as the runs' ``engine.fused`` says."""
+        return self.step_fused(full) if self.fused else self.step_unfused(full)
+
+    def step_unfused(self, full: bool = False) -> KernelOut:
+        """``step`` by ``kernel_loss_grad``: ~67 torch operator calls at the quickstart's size."""
         out = kernel_loss_grad(
             self.M, self.counts, self.inv_c, self.sigma, self.p, self.tau2,
             self.tests if full else None, need_grad=True, full_attn=full, sigma_diag=self.diag,
         )
+        return self._precondition(out)
+
+    def step_fused(self, full: bool = False) -> KernelOut:
+        """``step`` by one compiled call (``kernel_fused``; needs numba). Its output tensors are
+        buffers that the next fused step overwrites."""
+        if self._fused is None or self._fused.M_t is not self.M:  # first step, or M was replaced
+            self._fused = importlib.import_module(".kernel_fused", __package__).FusedState(self)
+        return self._precondition(self._fused.step(full))
+
+    def _precondition(self, out: KernelOut) -> KernelOut:
+        """G (dL/dM) G when G != I; keeps it for ``update``."""
         if self.G is not None:
             out.grad = torch.bmm(torch.bmm(self.G, out.grad), self.G)
         self.grad = out.grad
@@ -84,8 +113,11 @@ class KernelBatch:
         )
 
     def update(self) -> None:
-        """One gradient step of size eta on every run: M <- M - eta G (dL/dM) G."""
-        self.M = self.M - self.lr * self.grad
+        """One gradient step of size eta on every run: M <- M - eta G (dL/dM) G (fused: in place)."""
+        if self._fused is not None and self._fused.M_t is self.M:
+            self._fused.update(self.grad)
+        else:
+            self.M = self.M - self.lr * self.grad
 
     def keep(self, rows: list[int]) -> None:
         """Keep only these rows (runs that are still training), in this order."""
@@ -98,3 +130,4 @@ class KernelBatch:
             if t is not None:
                 setattr(self, name, t.index_select(0, idx))
         self.tests = {k: v.index_select(0, idx) for k, v in self.tests.items()}
+        self._fused = None

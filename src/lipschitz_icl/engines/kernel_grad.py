@@ -43,6 +43,13 @@ class KernelOut:
     attn: torch.Tensor | None  # (R, K, K) attn[r, k, n] = Attn_{k->n} (when asked for)
     grad: torch.Tensor | None  # (R, K, K) dL/dM (not preconditioned; when asked for)
     tests: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> (R,) loss under a test Sigma
+    table: torch.Tensor | None = None  # (R, 2 + K) [loss, min_k Attn_k, Attn_k], when the step made it
+
+    def summary_table(self) -> torch.Tensor:
+        """(R, 2 + K): loss, min_k Attn_k and every Attn_k of each run (what the trainer reads per step)."""
+        if self.table is None:
+            self.table = torch.cat([self.loss[:, None], self.attn_self.amin(-1)[:, None], self.attn_self], 1)
+        return self.table
 
 
 @lru_cache(maxsize=256)

@@ -58,6 +58,7 @@ class KernelSpec:
     M0: torch.Tensor  # (K, K) initial scores M = V^T Q0^T V, on device
     Q0: torch.Tensor  # (d, d) initial Q, on device
     device: torch.device
+    fused: bool = False  # engine.fused: the compiled step (kernel_fused)
 
     @property
     def K(self) -> int:
@@ -113,6 +114,7 @@ def kernel_spec(problem: Problem) -> KernelSpec:
         count_gen=make_generator(cfg.seed, "counts"), counts=torch.empty(0),
         sigma=symmetrize(problem.kernel.sigma.double()).to(dtype).to(device), tests=tests,
         p=fs.p.to(device), gram=None if identity else G, M0=V.T @ Q0.T @ V, Q0=Q0, device=device,
+        fused=cfg.engine.fused,
     )
     spec.counts = spec.new_counts()
     return spec

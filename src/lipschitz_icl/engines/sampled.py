@@ -88,6 +88,8 @@ class SampledEngine(Engine):
 
     @classmethod
     def check_config(cls, cfg: Config) -> None:
+        if cfg.engine.fused:
+            raise ConfigError("engine.fused", "needs engine.kind=kernel (the sampled engine has no fused step)")
         if cfg.engine.train_prompts is not None and cfg.engine.resample:
             raise ConfigError("engine.resample", "cannot be true with a fixed training set (engine.train_prompts)")
 
