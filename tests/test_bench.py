@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from lipschitz_icl.bench import Size, Target
 from lipschitz_icl.bench.sections import step_floor as step_floor_module
-from lipschitz_icl.bench.sections.step_floor import step_floor
+from lipschitz_icl.bench.sections.step_floor import HAS_NUMBA, step_floor
 from lipschitz_icl.bench.timing import fit_exponent
 from lipschitz_icl.cli import app
 from lipschitz_icl.recorder import Recorder
@@ -54,10 +54,11 @@ def test_bench_sections_that_train_run_on_the_device(tmp_path, device):
     report = json.loads(out.read_text())
     assert report["device"] == device
     rows = [row for s in report["sections"].values() for row in s["rows"]]
-    assert len(rows) == 3 and all(row["device"] == device for row in rows)
+    step_rows = 4 if HAS_NUMBA and device == "cpu" else 2  # unfused (and fused, CPU-only) x one run, a batch
+    assert len(rows) == 1 + step_rows and all(row["device"] == device for row in rows)
     if device == "cpu":  # bit for bit on the CPU; CUDA may pick its kernels by batch size (equal to rounding)
         assert report["sections"]["batched"]["rows"][0]["identical metrics and summaries"] is True
-    assert result.stdout.count(f"| {device} |") == 3  # the device column of the printed tables
+    assert result.stdout.count(f"| {device} |") == 1 + step_rows  # the device column of the printed tables
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")
