@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from figure_layout import checked_figures
 
 from lipschitz_icl.experiments import experiments_for
 from lipschitz_icl.experiments.claims import VERDICTS
@@ -14,11 +15,14 @@ from lipschitz_icl.experiments.runner import Context
 from lipschitz_icl.experiments.sizes import TINY
 
 
-def test_every_extension_runs_at_tiny_size(tmp_path):
+def test_every_extension_runs_at_tiny_size(tmp_path, monkeypatch):
     ctx = Context(out=tmp_path, quick=True, sizes=TINY)
     ids = []
-    for exp in experiments_for(["extensions"]):
-        for c in exp(ctx):
+    with checked_figures(monkeypatch) as layout:  # every figure as saved: no overlapping tick labels, no clipped title
+        results = [(exp, exp(ctx)) for exp in experiments_for(["extensions"])]
+    assert not layout, layout
+    for exp, claims in results:
+        for c in claims:
             ids.append(c.id)
             assert c.id in exp.claims
             assert c.verdict in VERDICTS

@@ -94,7 +94,7 @@ def _blog_figure(ctx, results, seed) -> str:
         r = results[(seed, L)]
         axes[0][0].plot(r.attention, color=c, label=f"L={L:g}")
         axes[0][1].semilogy(np.maximum(r.loss, 1e-16), color=c, label=f"L={L:g}")
-    axes[0][0].set(title=f"query attention on the 5 positives (mean over heads), seed {seed}", xlabel="step",
+    axes[0][0].set(title=f"query attention on the 5 positives\n(mean over heads), seed {seed}", xlabel="step",
                    ylim=(0, 1.02))
     axes[0][1].set(title="query loss", xlabel="step")
     axes[0][0].legend(fontsize=7)
