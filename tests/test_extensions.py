@@ -28,6 +28,8 @@ def test_every_extension_runs_at_tiny_size(tmp_path, monkeypatch):
             assert c.verdict in VERDICTS
             assert c.statement and c.criterion and c.statistic
             assert c.figures and all((tmp_path / f).is_file() for f in c.figures)
+            # every figure has its experiment's caption (what is plotted, what to look for), not the generic one
+            assert all("look for" in c.captions.get(f, "").lower() for f in c.figures), (c.id, c.captions)
             assert all((tmp_path / r / "summary.json").is_file() for r in c.runs)
             assert c.as_dict()["verdict"] == c.verdict  # JSON-ready
     assert sorted(ids) == sorted(["R1", "R2", "R3a", "R3b", "R3c", "R3d", "R4", "R5", "R6", "R7", "R8", "B7"])

@@ -86,6 +86,8 @@ def test_every_experiment_runs_at_tiny_size(tmp_path, suite, monkeypatch):
         assert c.criterion != "(experiment failed)", c.notes
         assert c.figures and all((tmp_path / f).is_file() for f in c.figures)
         assert c.statistic
+        # every figure has its experiment's caption (what is plotted, what to look for), not the generic one
+        assert all("look for" in c.captions.get(f, "").lower() for f in c.figures), (c.id, c.captions)
     undecided = [c.id for c in claims if c.verdict == INCONCLUSIVE and not c.undecided_because]
     assert not undecided, f"inconclusive without saying what would decide it: {undecided}"
 

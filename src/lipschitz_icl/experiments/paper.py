@@ -15,6 +15,7 @@ import numpy as np
 from .. import plots
 from ..analysis import analyze_run_object, creep_decelerates, first_step, min_attention, turning_points
 from .claims import ClaimResult, claim
+from .figures import captioned
 from .measure import L_star_of, score_move_ratio
 from .registry import experiment
 from .runner import Context, censored_runs, paper_base, rel_runs, run_group, with_budget, with_overrides
@@ -45,7 +46,43 @@ def _curves_figure(ctx: Context, runs, title: str, stem: str) -> str:
     return plots.save(fig, ctx.out, stem)
 
 
+CAPTIONS = {  # figure stem -> what is plotted, what to look for, what would contradict the claim
+    "regimes_flat": (
+        "Flat regime: three runs at L = 0.3, 0.5 and 0.7 L*, each trained to a relative eps of 1e-3. Top: loss "
+        "against step (linear, then log y); bottom: min_k Attn_k (solid; mean dashed) and 1 - min_k Attn_k (log y). "
+        "Look for two phases: a steep early rise of min_k Attn_k to about 1/2 (T_1), then a slow creep toward 1 "
+        "(a fast drop, then a shallower decline on the log panels). One smooth decay from the start, with no change "
+        "of rate, would contradict P1."),
+    "regimes_sharp": (
+        "Sharp regime: three runs at L = 1.5, 3 and 6 L*, each trained to a relative eps of 1e-3. Top: loss "
+        "against step (linear, then log y); bottom: min_k Attn_k (solid; mean dashed) and 1 - min_k Attn_k (log y). "
+        "Look for the same two phases as in the flat regime, a fast rise to about 1/2 and then a slow creep toward "
+        "1, reached in fewer steps. One smooth decay from the start, with no change of rate, would contradict P1."),
+    "irrelevant_attention": (
+        "One column per run (orthonormal and gaussian features, L*/2 and 2 L*, per seed). Top: attention "
+        "Attn_(0->n) of a query of feature 0 on each other feature n (x: turning points); bottom: the irrelevant "
+        "scores B_(0,n) = v_n^T Q v_0; grey dotted: T_1. Look for the B curves moving less before T_1 than the "
+        "target score does (the statistic R): P2 expects irrelevant attention to decay slowly while the target "
+        "attention rises fast. Irrelevant scores moving as far as the target's on the gaussian runs (R near 1) "
+        "would contradict it; x marks after T_1 are the oscillations P2 allows."),
+    "beyond_linear": (
+        "Left: min_k Attn_k against step for each class (colour) with orthonormal (solid) and gaussian (dashed) "
+        "features, at L*/2 (thin) and 2 L* (thick); middle: loss over its initial value; right: each run's error on "
+        "unseen functions over eps (dotted: 1). P8: look for the same fast rise then slow creep, and convergence, in "
+        "every class and feature kind; attention stalling well below 1 or a loss that plateaus contradicts it. P3: "
+        "look for bars at or left of the dotted line (the criterion allows 1.5 eps); bars far right of it for runs "
+        "that converged contradict it."),
+    "predecessor_H1_H2": (
+        "Attn_k of every feature k against step (symlog x). Left: balanced features; right: imbalanced, p_0 = 0.6 "
+        "(feature 0 dominant). H1: look for all features rising fast and then approaching 1 together. H2: look for "
+        "the dominant feature reaching 0.9 first and the rare features rising later, through more phases (overtaking "
+        "their strongest competitor, then 1/2, then 0.9). A rare feature converging before the dominant contradicts "
+        "H2; balanced curves that never approach 1 contradict H1."),
+}
+
+
 @experiment("P1", suites=("paper",))
+@captioned(CAPTIONS)
 def exp_regimes(ctx: Context) -> list[ClaimResult]:
     """(a) flat regime, (b) sharp regime: loss and attention against step; P1 two phases."""
     S = ctx.sizes
@@ -112,6 +149,7 @@ P2_MARGIN = 0.1  # R counts as below 1 only when its whole interval lies below 1
 
 
 @experiment("P2", suites=("paper",))
+@captioned(CAPTIONS)
 def exp_oscillations(ctx: Context) -> list[ClaimResult]:
     """(e) irrelevant-feature attention over time, with detected oscillations marked."""
     S = ctx.sizes
@@ -174,6 +212,7 @@ def _oscillation_figure(ctx, runs) -> str:
 
 
 @experiment("P8", "P3", suites=("paper",))
+@captioned(CAPTIONS)
 def exp_beyond(ctx: Context) -> list[ClaimResult]:
     """(f) gaussian features and nonlinear classes; (g) error on unseen functions per class."""
     crit8 = ("For orthonormal and gaussian features and the classes linear, relu_net, rbf, sinusoid, each at "
@@ -277,6 +316,7 @@ H2_EPS_ATTN = 0.1  # H2: a feature has converged when 1 - Attn_k <= this
 
 
 @experiment("H1", "H2", suites=("paper",))
+@captioned(CAPTIONS)
 def exp_predecessor(ctx: Context) -> list[ClaimResult]:
     """(h) the predecessor's balanced and imbalanced features (linear class, orthonormal features)."""
     crit1 = ("Balanced features (uniform p), L = 2: supported if the analysis finds 2 phases and the final loss is "
