@@ -1,6 +1,8 @@
 """reproduce's comparison with baselines (C1): run at the tiny size, its CSV, figure and caption, and its
 own report section after the claims, with no verdict and outside the claims table and claims.csv."""
 
+from pathlib import Path
+
 import pandas as pd
 
 from lipschitz_icl.evaluate import COLUMNS, MODEL
@@ -38,3 +40,15 @@ def test_comparison_runs_at_tiny_size_and_gets_its_own_report_section(tmp_path):
     assert "| C1 |" not in md.split("Comparisons with baselines")[0]  # not in the claims table
     assert list(pd.read_csv(tmp_path / "claims.csv").id) == ["P1"]
     assert "Verdicts: supported: 1, not supported: 0, inconclusive: 0" in md
+
+
+def test_the_cli_table_lists_a_comparison_without_a_verdict_colour_error(capsys):
+    from lipschitz_icl.cli.reproduce import _print_claims
+    from lipschitz_icl.experiments.claims import comparison
+
+    c1 = comparison("C1", {"x": 1.0})
+    odd = claim("P1", "crit", {}, True, False)
+    odd.verdict = "something else"  # an unknown verdict gets the default style, not an empty markup tag
+    _print_claims([c1, odd], {"size": "tiny", "wall_s": 1.0}, Path("out"))
+    shown = capsys.readouterr().out
+    assert NO_VERDICT.split()[0] in shown and "something" in shown
