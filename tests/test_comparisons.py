@@ -52,3 +52,15 @@ def test_the_cli_table_lists_a_comparison_without_a_verdict_colour_error(capsys)
     _print_claims([c1, odd], {"size": "tiny", "wall_s": 1.0}, Path("out"))
     shown = capsys.readouterr().out
     assert NO_VERDICT.split()[0] in shown and "something" in shown
+
+
+def test_the_readme_claims_table_leaves_comparisons_out(tmp_path):
+    from lipschitz_icl.experiments.claims import comparison
+    from lipschitz_icl.report import update_readme
+
+    readme = tmp_path / "README.md"
+    readme.write_text("top\n<!-- claims:start -->\nold\n<!-- claims:end -->\nbottom\n")
+    assert update_readme(readme, [comparison("C1", {"x": 1.0}), claim("P1", "crit", {"x": 1.0}, True, False)],
+                         "out", {"size": "quick"})
+    text = readme.read_text()
+    assert "| P1 |" in text and "| C1 |" not in text and "old" not in text

@@ -56,6 +56,7 @@ def exp_linear_vs_nonlinear(ctx: Context) -> list[ClaimResult]:
             axes[0][0].loglog(*zip(*pts, strict=True), "o-", color=c, label=cls)
         for r in sel:
             amin = r.series("attn_min")
+            amin = amin[amin.index > 0]  # step 0 is off the log x axis (no false plateau to it)
             axes[0][1].plot(amin.index, amin.values, color=c, lw=0.6 + 0.5 * (r.config.task.L / r.summary["L_star"]))
     axes[0][0].set(xlabel="L / L*", ylabel="T_eps", title="convergence time against L")
     if axes[0][0].get_legend_handles_labels()[0]:

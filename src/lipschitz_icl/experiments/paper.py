@@ -193,12 +193,13 @@ def _oscillation_figure(ctx, runs) -> str:
         cross = r.per_feature("attn_cross")
         B = r.per_feature("B")
         steps = cross.index.to_numpy()
+        on = steps > 0  # step 0 is off the log axis: a line to it would draw a false plateau
         for (k, n), c in zip([c for c in cross.columns if c[0] == 0], plots.colors(r.summary["K"] - 1), strict=True):
             vals = cross[(k, n)].to_numpy()
-            axes[0][j].plot(steps, vals, color=c, lw=1, label=f"n={n}")
-            tp = turning_points(vals, 1e-4)
+            axes[0][j].plot(steps[on], vals[on], color=c, lw=1, label=f"n={n}")
+            tp = [i for i in turning_points(vals, 1e-4) if steps[i] > 0]
             axes[0][j].plot(steps[tp], vals[tp], "x", color="tab:red", ms=4)
-            axes[1][j].plot(steps, B[(k, n)].to_numpy(), color=c, lw=1)
+            axes[1][j].plot(steps[on], B[(k, n)].to_numpy()[on], color=c, lw=1)
         if r.summary["T_1"] is not None:
             for ax in axes[:, j]:
                 ax.axvline(r.summary["T_1"], color="gray", ls=":")
@@ -288,11 +289,12 @@ def _beyond_figure(ctx, runs, rows) -> str:
     cols = dict(zip(classes, plots.colors(len(classes)), strict=True))
     for r in runs:
         ls = "-" if r.config.features.kind == "orthonormal" else "--"
-        amin = r.series("attn_min")
+        amin, loss = r.series("attn_min"), r.series("loss")
         lw = 1.5 if r.config.task.L > r.summary["L_star"] else 0.8
+        rel = (loss / loss.iloc[0])[loss.index > 0]  # step 0 is off the log x axis (no false plateau to it)
+        amin = amin[amin.index > 0]
         axes[0][0].plot(amin.index, amin.values, ls, color=cols[r.config.task.kind], lw=lw)
-        loss = r.series("loss")
-        axes[0][1].semilogy(loss.index, loss.values / loss.values[0], ls, color=cols[r.config.task.kind], lw=lw)
+        axes[0][1].semilogy(rel.index, rel.values, ls, color=cols[r.config.task.kind], lw=lw)
     for c in classes:
         axes[0][0].plot([], [], color=cols[c], label=c)
     axes[0][0].plot([], [], "k-", label="orthonormal")
