@@ -4,6 +4,7 @@ own report section after the claims, with no verdict and outside the claims tabl
 from pathlib import Path
 
 import pandas as pd
+from test_reproduce import _Checker
 
 from lipschitz_icl.evaluate import COLUMNS, MODEL
 from lipschitz_icl.experiments import experiments_for, run_experiments
@@ -37,6 +38,9 @@ def test_comparison_runs_at_tiny_size_and_gets_its_own_report_section(tmp_path):
     for text in (md, html):
         assert text.index("Comparisons with baselines") > text.index("P1")
         assert "trivially exact" in text or "exact there" in text
+    checker = _Checker()
+    checker.feed(html)
+    assert not checker.errors and checker.stack == [] and {"P1", "C1"} <= checker.ids
     assert "| C1 |" not in md.split("Comparisons with baselines")[0]  # not in the claims table
     assert list(pd.read_csv(tmp_path / "claims.csv").id) == ["P1"]
     assert "Verdicts: supported: 1, not supported: 0, inconclusive: 0" in md
