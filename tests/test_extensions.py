@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from figure_layout import checked_figures
 
 from lipschitz_icl.experiments import experiments_for
 from lipschitz_icl.experiments.claims import VERDICTS
@@ -14,16 +15,21 @@ from lipschitz_icl.experiments.runner import Context
 from lipschitz_icl.experiments.sizes import TINY
 
 
-def test_every_extension_runs_at_tiny_size(tmp_path):
+def test_every_extension_runs_at_tiny_size(tmp_path, monkeypatch):
     ctx = Context(out=tmp_path, quick=True, sizes=TINY)
     ids = []
-    for exp in experiments_for(["extensions"]):
-        for c in exp(ctx):
+    with checked_figures(monkeypatch) as layout:  # every figure as saved: no overlapping tick labels, no clipped title
+        results = [(exp, exp(ctx)) for exp in experiments_for(["extensions"])]
+    assert not layout, layout
+    for exp, claims in results:
+        for c in claims:
             ids.append(c.id)
             assert c.id in exp.claims
             assert c.verdict in VERDICTS
             assert c.statement and c.criterion and c.statistic
             assert c.figures and all((tmp_path / f).is_file() for f in c.figures)
+            # every figure has its experiment's caption (what is plotted, what to look for), not the generic one
+            assert all("look for" in c.captions.get(f, "").lower() for f in c.figures), (c.id, c.captions)
             assert all((tmp_path / r / "summary.json").is_file() for r in c.runs)
             assert c.as_dict()["verdict"] == c.verdict  # JSON-ready
     assert sorted(ids) == sorted(["R1", "R2", "R3a", "R3b", "R3c", "R3d", "R4", "R5", "R6", "R7", "R8", "B7"])

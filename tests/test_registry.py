@@ -62,7 +62,7 @@ def test_toy_suite_appears_in_the_cli_help(toy_experiment, monkeypatch):
         toy_app.command("reproduce")(importlib.reload(cli_reproduce).reproduce_command)
         toy_app.command("other")(lambda: None)  # two commands, so the app keeps the "reproduce" name
         help_text = CliRunner().invoke(toy_app, ["reproduce", "--help"], terminal_width=200).output
-        assert f"extensions | {TOY_SUITE} | all" in help_text
+        assert f"extensions | comparisons | {TOY_SUITE} | all" in help_text
     finally:
         monkeypatch.undo()
         importlib.reload(cli_reproduce)
@@ -74,8 +74,10 @@ def test_toy_suite_is_accepted_by_the_cli(toy_experiment, tmp_path):
     assert json.loads((tmp_path / "o" / "claims.json").read_text())["claims"][0]["id"] == TOY_ID
 
 
-def test_the_four_suites_in_claims_table_order():
-    assert reproduce.available_suites() == ["paper", "blog", "linear", "extensions"]
+def test_the_five_suites_in_claims_table_order():
+    # the four suites of claims, then the comparisons with baselines (no verdicts), after every claim
+    assert reproduce.available_suites() == ["paper", "blog", "linear", "extensions", "comparisons"]
+    assert [e.__name__ for e in registry.registered() if e.comparison] == ["exp_baselines"]
     tested = {cid for exp in registry.registered() for cid in exp.claims}
     assert tested == set(STATEMENTS)  # every claim of the table is tested by some experiment
 

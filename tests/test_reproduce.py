@@ -3,6 +3,7 @@
 from html.parser import HTMLParser
 
 import pytest
+from figure_layout import checked_figures, layout_problems
 
 from lipschitz_icl.experiments import experiments_for, run_experiments
 from lipschitz_icl.experiments.claims import (
@@ -72,10 +73,12 @@ def test_report_is_valid_html_with_every_claim_and_escapes(tmp_path):
 
 
 @pytest.mark.parametrize("suite", ["paper", "blog", "linear"])
-def test_every_experiment_runs_at_tiny_size(tmp_path, suite):
+def test_every_experiment_runs_at_tiny_size(tmp_path, suite, monkeypatch):
     ctx = Context(out=tmp_path, quick=True, sizes=TINY)
     exps = experiments_for([suite])
-    claims = run_experiments(ctx, exps)
+    with checked_figures(monkeypatch) as layout:  # every figure as saved: no overlapping tick labels, no clipped title
+        claims = run_experiments(ctx, exps)
+    assert not layout, layout
     expected = {cid for e in exps for cid in e.claims}
     assert {c.id for c in claims} == expected
     for c in claims:
@@ -83,5 +86,20 @@ def test_every_experiment_runs_at_tiny_size(tmp_path, suite):
         assert c.criterion != "(experiment failed)", c.notes
         assert c.figures and all((tmp_path / f).is_file() for f in c.figures)
         assert c.statistic
+        # every figure has its experiment's caption (what is plotted, what to look for), not the generic one
+        assert all("look for" in c.captions.get(f, "").lower() for f in c.figures), (c.id, c.captions)
     undecided = [c.id for c in claims if c.verdict == INCONCLUSIVE and not c.undecided_because]
     assert not undecided, f"inconclusive without saying what would decide it: {undecided}"
+
+
+def test_layout_check_finds_overlapping_ticks_and_a_clipped_title_and_save_fixes_the_ticks(tmp_path):
+    from lipschitz_icl import plots
+
+    fig, ax = plots.figure()
+    ax[0][0].loglog([0.35, 4.5], [1, 2])  # about a decade: matplotlib labels the minor ticks, which collide
+    ax[0][0].set_title("a title far too long for one panel of this figure, so it runs off both sides of it")
+    found = layout_problems(fig)
+    assert any("overlap" in p for p in found) and any("clipped" in p for p in found)
+    ax[0][0].set_title("short")
+    plots.save(fig, tmp_path, "planted")  # save gives matplotlib-ticked log axes the project's ticks
+    assert layout_problems(fig) == []

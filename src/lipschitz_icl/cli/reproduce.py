@@ -11,6 +11,7 @@ from rich.table import Table
 from ..errors import UserInputError
 from ..experiments import claim_ids
 from ..experiments.checkpoint import ExperimentsInterrupted
+from ..experiments.claims import NO_VERDICT
 from ..report import Comparison, sorted_claims
 from ..report import update_readme as write_readme
 from ..reproduce import available_suites, options_of, recorded_options, reproduce, resolve_targets
@@ -18,7 +19,7 @@ from ..store import claim_new_dir
 from .common import check_out_path, err, esc, fail, progress_bar, sigterm_as_interrupt, user_errors
 from .common import out as console
 
-VERDICT_STYLE = {"supported": "green", "not supported": "red", "inconclusive": "yellow"}
+VERDICT_STYLE = {"supported": "green", "not supported": "red", "inconclusive": "yellow", NO_VERDICT: "cyan"}
 
 
 def _default_out(suite: str, quick: bool, resume: bool = False) -> Path:
@@ -124,7 +125,7 @@ def _print_claims(claims, meta: dict, out: Path) -> None:
     for col in ("claim", "verdict", "experiment", "s"):
         table.add_column(col)
     for c in sorted_claims(claims):
-        style = VERDICT_STYLE.get(c.verdict, "")
+        style = VERDICT_STYLE.get(c.verdict, "default")  # never empty: "[]...[/]" is a markup error
         forced = " (forced)" if c.forced else ""
         table.add_row(esc(c.id), f"[{style}]{esc(c.verdict)}[/]{forced}", esc(c.experiment), f"{c.wall_s:.0f}")
     console.print(table)

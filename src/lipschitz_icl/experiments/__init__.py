@@ -15,6 +15,7 @@ from . import (  # noqa: F401  (registration)
     scaling,
     step_size,
     threshold,
+    vs_baselines,
     writeup,
 )
 from .checkpoint import ExperimentLog, run_all

@@ -18,6 +18,7 @@ import numpy as np
 from .. import plots
 from ..api import Run
 from .claims import ClaimResult, claim
+from .figures import captioned
 from .measure import L_star_of
 from .registry import experiment
 from .runner import (
@@ -51,7 +52,17 @@ CRITERION_R4 = (
     f"better. Inconclusive otherwise, or with fewer than {MIN_LEVELS} levels reached in the range (censored).")
 
 
+CAPTIONS = {  # figure stem -> what is plotted, what to look for, what would contradict the claim
+    "eps_axis": (
+        "One long run: the rescaled time s = eta L^2 T_eps to reach each relative eps, against 1/eps (shaded: the "
+        "range fitted); black: a power law, red dashed: a + b log(1/eps). Left log-log; right log x, where a straight "
+        "line is logarithmic growth. Look for the points on the red dashed line and a small fitted exponent. Points "
+        "on the black power law with a clearly positive exponent (curving upward on the right panel) contradict R4."),
+}
+
+
 @experiment("R4", suites=("extensions",))
+@captioned(CAPTIONS)
 @single_threaded
 def exp_eps_axis(ctx: Context) -> list[ClaimResult]:
     """T_eps against relative eps over four decades, from one run's exact crossing steps."""

@@ -107,7 +107,8 @@ def _claim_ids(exp: Experiment) -> list[str]:
 
 def _placeholder(exp: Experiment, criterion: str, statistic: dict, notes: str, wall_s: float) -> list[ClaimResult]:
     return [ClaimResult(cid, STATEMENTS.get(cid, ""), criterion, statistic, INCONCLUSIVE, notes=notes,
-                        experiment=exp.__name__, wall_s=round(wall_s, 2)) for cid in _claim_ids(exp)]
+                        experiment=exp.__name__, wall_s=round(wall_s, 2),
+                        comparison=bool(getattr(exp, "comparison", False))) for cid in _claim_ids(exp)]
 
 
 def interrupted_claims(exp: Experiment, wall_s: float = 0.0) -> list[ClaimResult]:

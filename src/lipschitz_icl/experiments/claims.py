@@ -110,6 +110,8 @@ class ClaimResult:
     size: str = ""  # tiny | quick | full: the sizes the experiment ran at
     undecided_because: str = ""  # for an inconclusive verdict: what would decide it
     captions: dict[str, str] = field(default_factory=dict)  # figure path -> what to look at (optional)
+    # a comparison with baselines, not a claim: no verdict; the report puts it in its own section after the claims
+    comparison: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return _clean(asdict(self))
@@ -137,6 +139,16 @@ def verdict(supported: bool, refuted: bool) -> str:
     if refuted and not supported:
         return NOT_SUPPORTED
     return INCONCLUSIVE
+
+
+NO_VERDICT = "no verdict (comparison)"  # the verdict field of a comparison: it compares, it tests nothing
+COMPARISON_CRITERION = "(a comparison with baselines, not a claim: no criterion, no verdict)"
+
+
+def comparison(id: str, statistic: dict, **kw: Any) -> ClaimResult:
+    """A comparison's result (its statement from STATEMENTS): numbers and figures, no verdict."""
+    return ClaimResult(id, STATEMENTS.get(id, ""), COMPARISON_CRITERION, statistic, NO_VERDICT, comparison=True,
+                       **kw)
 
 
 def claim(

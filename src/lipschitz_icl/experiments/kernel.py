@@ -15,9 +15,10 @@ import torch
 from .. import plots
 from ..engines import build_engine, kernel_loss
 from ..optimum import ScoreObjective, population_optimum
+from ..plots.style import steps_marker_every
 from ..problem import build_problem
 from .claims import ClaimResult, claim
-from .figures import plain_log_ticks
+from .figures import captioned, plain_log_ticks
 from .measure import L_star_of, crossing_step, loglog_slope
 from .registry import experiment
 from .runner import Context, grid, kernel_base, rel_runs, run_group, single_threaded, with_overrides
@@ -26,7 +27,39 @@ from .uncertainty import bootstrap_loglog_slope
 # ----------------------------------------------------------------------------- R3a: imbalanced p_k
 
 
+CAPTIONS = {  # figure stem -> what is plotted, what to look for, what would contradict the claim
+    "ext_imbalanced": (
+        "Imbalanced features (p_0 = 0.6, thick; the others 0.1) with a nonlinear class: left, Attn_k against step + 1 "
+        "(log x; grey dotted: 0.9); right, the loss. Look for the dominant feature crossing 0.9 first and every rare "
+        "feature crossing it later. A rare feature crossing at or before the dominant, or one never crossing, "
+        "contradicts R3a."),
+    "ext_large_L": (
+        "Runs from L below L* to far beyond it (legend: L / L*) at one fixed step size: left, min_k Attn_k against "
+        "step + 1; right, loss over its initial value (log-log). Look for every curve reaching min_k Attn_k near 1 "
+        "(at least 0.9) and the largest L reaching the relative eps no later than the smallest. A curve stalling "
+        "below 1/2 at L >= 10 L* (saturation on a wrong pattern), or the largest L taking over twice as long, "
+        "contradicts R3c."),
+    "ext_label_noise": (
+        "Label noise tau (colours): left, min_k Attn_k against step + 1 (dotted: at the population optimum; grey: "
+        "0.9); right, error on clean targets of unseen functions (dotted: at the optimum). Look for the attention "
+        "above 0.9 and the error settling on its dotted noise floor. Attention stalling below 0.9, or an error well "
+        "above its floor at the end, contradicts R3d."),
+    "ext_curriculum": (
+        "Training at the target L from the start (blue) and with a curriculum that trains at 4 L first (red), both "
+        "measured at the target L: left, the target loss over its initial value (log-log; black dotted: eps); right, "
+        "min_k Attn_k; grey dotted: the curriculum's switch; black dotted: the two accuracies 3e-2 and 1e-3. Look for "
+        "the red curve reaching both first (T_curriculum / T_none <= 0.8 at each). Red and blue meeting before the "
+        "finer accuracy (ratio >= 0.95 at 1e-3: the saving is only the fast phase's) contradicts B7."),
+    "ext_linear": (
+        "Linear class, L = ||w|| from 1.5 to 4: left, T_1 (circles) and T_eps (squares) against L, log-log (dotted: "
+        "slope -2); right, min_k Attn_k against the rescaled time eta L^2 x step (recorded steps >= 1, each a "
+        "marker). Look for T_1 on the slope -2 line, every L on one curve in rescaled time (forced by f = L g), and "
+        "every curve reaching 0.9. A T_1 slope outside [-2.8, -1.2], or a run ending below 1/2, contradicts R8."),
+}
+
+
 @experiment("R3a", suites=("extensions",))
+@captioned(CAPTIONS)
 @single_threaded
 def exp_imbalanced(ctx: Context) -> list[ClaimResult]:
     crit = ("relu_net class, L = 2 L*, GD. T_conv(k): first step with Attn_k >= 0.9, recorded every 2 steps. "
@@ -66,6 +99,7 @@ def exp_imbalanced(ctx: Context) -> list[ClaimResult]:
 
 
 @experiment("R3c", suites=("extensions",))
+@captioned(CAPTIONS)
 @single_threaded
 def exp_large_L(ctx: Context) -> list[ClaimResult]:
     crit = ("Gaussian features (K = 5, d = 8), relu_net class, eta = 1, L / L* on a grid up to 100, stop at loss "
@@ -113,6 +147,7 @@ def _noise_floor(cfg) -> float:
 
 
 @experiment("R3d", suites=("extensions",))
+@captioned(CAPTIONS)
 @single_threaded
 def exp_label_noise(ctx: Context) -> list[ClaimResult]:
     crit = ("Quickstart setting (linear, L = 2, K = 5, N = 50), GD for the step budget, tau on a grid of 0.25 to 2. "
@@ -225,6 +260,7 @@ def _first_below(losses: list[float], level: float) -> int | None:
 
 
 @experiment("B7", suites=("extensions",))
+@captioned(CAPTIONS)
 @single_threaded
 def exp_curriculum(ctx: Context) -> list[ClaimResult]:
     coarse, fine = B7_EPS
@@ -283,6 +319,7 @@ def _curriculum_figure(ctx: Context, none: dict, cur: dict) -> str:
 
 
 @experiment("R8", suites=("extensions",))
+@captioned(CAPTIONS)
 @single_threaded
 def exp_linear_norm(ctx: Context) -> list[ClaimResult]:
     crit = ("Linear class, K = d = 5, N = 50, eta = 1, L on a grid from 1.5 to 4; T_1 (min_k Attn_k >= 1/2) at "
@@ -320,8 +357,11 @@ def exp_linear_norm(ctx: Context) -> list[ClaimResult]:
     axes[0][0].legend(fontsize=7)
     for r, L, c in zip(runs, Ls, plots.colors(len(runs)), strict=True):
         am = r.series("attn_min")
-        axes[0][1].plot(am.index * L**2, am.values, color=c, label=f"L = {L:g}")
-    axes[0][1].set(xscale="log", xlabel="eta L^2 x step", ylabel="min_k Attn_k", title="attention in rescaled time")
+        am = am[am.index > 0]  # step 0 lies at s = 0, off a log axis: a line to it would draw a false plateau
+        axes[0][1].plot(am.index * L**2, am.values, color=c, lw=0.8, label=f"L = {L:g}",
+                        **steps_marker_every(len(am)))
+    axes[0][1].set(xscale="log", xlabel="eta L^2 x step (recorded steps >= 1)", ylabel="min_k Attn_k",
+                   title="attention in rescaled time")
     axes[0][1].legend(fontsize=7)
     fig_path = plots.save(fig, ctx.out, "ext_linear")
     reason = ("f = L g: at eta = 1 every L follows one trajectory in s = eta L^2 t and T_1 is scale-free, so its "

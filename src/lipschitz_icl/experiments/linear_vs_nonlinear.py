@@ -7,6 +7,7 @@ import numpy as np
 from .. import plots
 from ..analysis import analyze_run_object
 from .claims import ClaimResult, claim
+from .figures import captioned
 from .measure import L_star_of, fit_dict, safe_fit
 from .registry import experiment
 from .runner import Context, paper_base, rel_runs, run_group, with_overrides
@@ -14,7 +15,17 @@ from .runner import Context, paper_base, rel_runs, run_group, with_overrides
 CLASSES = ("linear", "relu_net", "sinusoid", "rbf")
 
 
+CAPTIONS = {  # figure stem -> what is plotted, what to look for, what would contradict the claim
+    "linear_vs_nonlinear": (
+        "Left: T_eps against L / L* for each class, log-log; right: min_k Attn_k against step (thicker: larger L). "
+        "Look for the linear class converging in one phase (one smooth rise) with T_eps flat in L (slope near 0), and "
+        "the nonlinear classes in two phases (a fast rise, then a slow creep). A linear class with two phases, or "
+        "with T_eps falling steeply with L (slope beyond -1), contradicts B6."),
+}
+
+
 @experiment("B6", suites=("linear",))
+@captioned(CAPTIONS)
 def exp_linear_vs_nonlinear(ctx: Context) -> list[ClaimResult]:
     crit = ("For each class, L in {0.5, 1, 2, 4} x L* of its setting, eps = 1e-3 of the initial loss: phases detected "
             "by the analysis and the log-log slope of T_eps against L. Supported if the linear runs show 1 phase in >= "
@@ -45,6 +56,7 @@ def exp_linear_vs_nonlinear(ctx: Context) -> list[ClaimResult]:
             axes[0][0].loglog(*zip(*pts, strict=True), "o-", color=c, label=cls)
         for r in sel:
             amin = r.series("attn_min")
+            amin = amin[amin.index > 0]  # step 0 is off the log x axis (no false plateau to it)
             axes[0][1].plot(amin.index, amin.values, color=c, lw=0.6 + 0.5 * (r.config.task.L / r.summary["L_star"]))
     axes[0][0].set(xlabel="L / L*", ylabel="T_eps", title="convergence time against L")
     if axes[0][0].get_legend_handles_labels()[0]:

@@ -15,6 +15,7 @@ import numpy as np
 from .. import plots
 from ..analysis import analyze_run_object, creep_decelerates, first_step, min_attention, turning_points
 from .claims import ClaimResult, claim
+from .figures import captioned
 from .measure import L_star_of, score_move_ratio
 from .registry import experiment
 from .runner import Context, censored_runs, paper_base, rel_runs, run_group, with_budget, with_overrides
@@ -45,7 +46,43 @@ def _curves_figure(ctx: Context, runs, title: str, stem: str) -> str:
     return plots.save(fig, ctx.out, stem)
 
 
+CAPTIONS = {  # figure stem -> what is plotted, what to look for, what would contradict the claim
+    "regimes_flat": (
+        "Flat regime: three runs at L = 0.3, 0.5 and 0.7 L*, each trained to a relative eps of 1e-3. Top: loss "
+        "against step (linear, then log y); bottom: min_k Attn_k (solid; mean dashed) and 1 - min_k Attn_k (log y). "
+        "Look for two phases: a steep early rise of min_k Attn_k to about 1/2 (T_1), then a slow creep toward 1 "
+        "(a fast drop, then a shallower decline on the log panels). One smooth decay from the start, with no change "
+        "of rate, would contradict P1."),
+    "regimes_sharp": (
+        "Sharp regime: three runs at L = 1.5, 3 and 6 L*, each trained to a relative eps of 1e-3. Top: loss "
+        "against step (linear, then log y); bottom: min_k Attn_k (solid; mean dashed) and 1 - min_k Attn_k (log y). "
+        "Look for the same two phases as in the flat regime, a fast rise to about 1/2 and then a slow creep toward "
+        "1, reached in fewer steps. One smooth decay from the start, with no change of rate, would contradict P1."),
+    "irrelevant_attention": (
+        "One column per run (orthonormal and gaussian features, L*/2 and 2 L*, per seed). Top: attention "
+        "Attn_(0->n) of a query of feature 0 on each other feature n (x: turning points); bottom: the irrelevant "
+        "scores B_(0,n) = v_n^T Q v_0; grey dotted: T_1. Look for the B curves moving less before T_1 than the "
+        "target score does (the statistic R): P2 expects irrelevant attention to decay slowly while the target "
+        "attention rises fast. Irrelevant scores moving as far as the target's on the gaussian runs (R near 1) "
+        "would contradict it; x marks after T_1 are the oscillations P2 allows."),
+    "beyond_linear": (
+        "Left: min_k Attn_k against step for each class (colour) with orthonormal (solid) and gaussian (dashed) "
+        "features, at L*/2 (thin) and 2 L* (thick); middle: loss over its initial value; right: each run's error on "
+        "unseen functions over eps (dotted: 1). P8: look for the same fast rise then slow creep, and convergence, in "
+        "every class and feature kind; attention stalling well below 1 or a loss that plateaus contradicts it. P3: "
+        "look for bars at or left of the dotted line (the criterion allows 1.5 eps); bars far right of it for runs "
+        "that converged contradict it."),
+    "predecessor_H1_H2": (
+        "Attn_k of every feature k against step (symlog x). Left: balanced features; right: imbalanced, p_0 = 0.6 "
+        "(feature 0 dominant). H1: look for all features rising fast and then approaching 1 together. H2: look for "
+        "the dominant feature reaching 0.9 first and the rare features rising later, through more phases (overtaking "
+        "their strongest competitor, then 1/2, then 0.9). A rare feature converging before the dominant contradicts "
+        "H2; balanced curves that never approach 1 contradict H1."),
+}
+
+
 @experiment("P1", suites=("paper",))
+@captioned(CAPTIONS)
 def exp_regimes(ctx: Context) -> list[ClaimResult]:
     """(a) flat regime, (b) sharp regime: loss and attention against step; P1 two phases."""
     S = ctx.sizes
@@ -112,6 +149,7 @@ P2_MARGIN = 0.1  # R counts as below 1 only when its whole interval lies below 1
 
 
 @experiment("P2", suites=("paper",))
+@captioned(CAPTIONS)
 def exp_oscillations(ctx: Context) -> list[ClaimResult]:
     """(e) irrelevant-feature attention over time, with detected oscillations marked."""
     S = ctx.sizes
@@ -155,12 +193,13 @@ def _oscillation_figure(ctx, runs) -> str:
         cross = r.per_feature("attn_cross")
         B = r.per_feature("B")
         steps = cross.index.to_numpy()
+        on = steps > 0  # step 0 is off the log axis: a line to it would draw a false plateau
         for (k, n), c in zip([c for c in cross.columns if c[0] == 0], plots.colors(r.summary["K"] - 1), strict=True):
             vals = cross[(k, n)].to_numpy()
-            axes[0][j].plot(steps, vals, color=c, lw=1, label=f"n={n}")
-            tp = turning_points(vals, 1e-4)
+            axes[0][j].plot(steps[on], vals[on], color=c, lw=1, label=f"n={n}")
+            tp = [i for i in turning_points(vals, 1e-4) if steps[i] > 0]
             axes[0][j].plot(steps[tp], vals[tp], "x", color="tab:red", ms=4)
-            axes[1][j].plot(steps, B[(k, n)].to_numpy(), color=c, lw=1)
+            axes[1][j].plot(steps[on], B[(k, n)].to_numpy()[on], color=c, lw=1)
         if r.summary["T_1"] is not None:
             for ax in axes[:, j]:
                 ax.axvline(r.summary["T_1"], color="gray", ls=":")
@@ -174,6 +213,7 @@ def _oscillation_figure(ctx, runs) -> str:
 
 
 @experiment("P8", "P3", suites=("paper",))
+@captioned(CAPTIONS)
 def exp_beyond(ctx: Context) -> list[ClaimResult]:
     """(f) gaussian features and nonlinear classes; (g) error on unseen functions per class."""
     crit8 = ("For orthonormal and gaussian features and the classes linear, relu_net, rbf, sinusoid, each at "
@@ -249,11 +289,12 @@ def _beyond_figure(ctx, runs, rows) -> str:
     cols = dict(zip(classes, plots.colors(len(classes)), strict=True))
     for r in runs:
         ls = "-" if r.config.features.kind == "orthonormal" else "--"
-        amin = r.series("attn_min")
+        amin, loss = r.series("attn_min"), r.series("loss")
         lw = 1.5 if r.config.task.L > r.summary["L_star"] else 0.8
+        rel = (loss / loss.iloc[0])[loss.index > 0]  # step 0 is off the log x axis (no false plateau to it)
+        amin = amin[amin.index > 0]
         axes[0][0].plot(amin.index, amin.values, ls, color=cols[r.config.task.kind], lw=lw)
-        loss = r.series("loss")
-        axes[0][1].semilogy(loss.index, loss.values / loss.values[0], ls, color=cols[r.config.task.kind], lw=lw)
+        axes[0][1].semilogy(rel.index, rel.values, ls, color=cols[r.config.task.kind], lw=lw)
     for c in classes:
         axes[0][0].plot([], [], color=cols[c], label=c)
     axes[0][0].plot([], [], "k-", label="orthonormal")
@@ -277,6 +318,7 @@ H2_EPS_ATTN = 0.1  # H2: a feature has converged when 1 - Attn_k <= this
 
 
 @experiment("H1", "H2", suites=("paper",))
+@captioned(CAPTIONS)
 def exp_predecessor(ctx: Context) -> list[ClaimResult]:
     """(h) the predecessor's balanced and imbalanced features (linear class, orthonormal features)."""
     crit1 = ("Balanced features (uniform p), L = 2: supported if the analysis finds 2 phases and the final loss is "

@@ -19,11 +19,13 @@ Experiment = Callable[[Context], list[ClaimResult]]
 _EXPERIMENTS: dict[str, Experiment] = {}  # by function name
 
 
-def experiment(*claim_ids: str, suites: Sequence[str],
-               statements: Mapping[str, str] | None = None) -> Callable[[Experiment], Experiment]:
+def experiment(*claim_ids: str, suites: Sequence[str], statements: Mapping[str, str] | None = None,
+               comparison: bool = False) -> Callable[[Experiment], Experiment]:
     """Register an experiment testing ``claim_ids`` in ``suites``. Each claim needs a statement:
     a row of claims.STATEMENTS (the built-in claims, in report order), or one given here in
     ``statements`` (a new claim in its own file: it is added to the table, after the rows there).
+    ``comparison=True`` marks a comparison with baselines rather than a claim: its results carry
+    ``comparison`` (no verdict) and the report shows them in their own section after the claims.
     The wrapper records the claims (so a failure can be reported against them) and sets each
     result's wall time and experiment name."""
     for cid, text in (statements or {}).items():
@@ -44,9 +46,11 @@ def experiment(*claim_ids: str, suites: Sequence[str],
             for r in results:
                 r.wall_s = round(time.perf_counter() - start, 2)
                 r.experiment = r.experiment or fn.__name__
+                r.comparison = r.comparison or comparison
             return results
 
         wrapper.claims = list(claim_ids)
+        wrapper.comparison = comparison
         wrapper.suites = tuple(suites)
         if fn.__name__ in _EXPERIMENTS:
             raise ValueError(f"experiment {fn.__name__!r} is registered twice")

@@ -18,7 +18,7 @@ from ..engines import make_generator
 from ..models import ReducedAttention
 from ..tasks import make_task
 from .claims import ClaimResult, claim
-from .figures import plain_log_ticks
+from .figures import captioned, plain_log_ticks
 from .measure import L_star_of, falling_crossing, loglog_slope, phase_ratio, tail_mean
 from .registry import experiment
 from .runner import Context, grid, rel_runs, run_group, sampled_base, single_threaded, with_overrides
@@ -32,8 +32,38 @@ R3B_SIGMAS = [0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5]  # the grid runs past 1 so t
 
 R3B_MARGIN = 0.05  # R3b: sigma_half must clear 1 by this much (systematic error of the training settings)
 
+CAPTIONS = {  # figure stem -> what is plotted, what to look for, what would contradict the claim
+    "ext_token_noise": (
+        "Left: min_k Attn_k against step for token noise sigma from 0 to 1 (first seed); right: its mean over the "
+        "last 20% of training against sigma, one line per seed (grey dotted: 1/2). Look for every point at or above "
+        "1/2 up to sigma = 1. Points below 1/2 at some sigma < 1 (the attention no longer concentrating on the "
+        "query's feature) contradict R3b."),
+    "ext_continuous": (
+        "Continuous inputs (no context token at the query): left, ||Q||_2 and the attention window against L, log-log "
+        "(dotted: the kernel-regression slope); right, error on unseen functions of the trained attention and of "
+        "Nadaraya-Watson with a leave-one-out bandwidth. Look for ||Q|| rising and the window shrinking as L grows. "
+        "||Q|| flat or falling, or the window widening with L, contradicts R6."),
+    "ext_finite_sample": (
+        "Left: error on unseen functions against step, trained on fixed sets of M prompts and on the population "
+        "loss; right: final test error and training loss against M, log-log (dotted: population training). Look for "
+        "the test error not growing with M and, at the largest M, within 2x of the dotted line. A test error rising "
+        "with M, or over 4x the population error at the largest M, contradicts R1; the gap between the two right "
+        "curves is the overfitting at small M."),
+    "ext_factored": (
+        "Merged Q (reduced model) against separate W_K, W_Q (factored): left, min_k Attn_k against step; right, the "
+        "mean diagonal score A_k. Look for the factored run, after a plateau while its small initial weights grow, "
+        "going through the same fast rise to 1/2 and slower creep toward 1 as the merged one. A factored run with no "
+        "slowdown after 1/2, or one that never rises, contradicts R2."),
+    "ext_transformer": (
+        "2-layer, 4-head transformer: left, min_k Attn_k of each layer (L) and head (H) against step (thick: the best "
+        "head; black dashed: the reduced model); right, error on unseen functions of both models (log y). Look for "
+        "some head rising toward 1 as the reduced model does. Every head staying below 1/2 while the transformer "
+        "still learns (error within 2x of the reduced model's) contradicts R7: it would use another mechanism."),
+}
+
 
 @experiment("R3b", suites=("extensions",))
+@captioned(CAPTIONS)
 @single_threaded
 def exp_token_noise(ctx: Context) -> list[ClaimResult]:
     S = ctx.sizes
@@ -136,6 +166,7 @@ def train_continuous(L: float, *, tau: float, d: int, N: int, steps: int, batch:
 
 
 @experiment("R6", suites=("extensions",))
+@captioned(CAPTIONS)
 @single_threaded
 def exp_continuous(ctx: Context) -> list[ClaimResult]:
     d, N, tau = 3, 32, 0.5
@@ -188,6 +219,7 @@ def exp_continuous(ctx: Context) -> list[ClaimResult]:
 
 
 @experiment("R1", suites=("extensions",))
+@captioned(CAPTIONS)
 @single_threaded
 def exp_finite_training_set(ctx: Context) -> list[ClaimResult]:
     crit = ("K = d = 4, N = 16, relu_net class, L = 2 L*, GD (eta = 1) for the same number of steps on M prompts "
@@ -231,6 +263,7 @@ def exp_finite_training_set(ctx: Context) -> list[ClaimResult]:
 
 
 @experiment("R2", suites=("extensions",))
+@captioned(CAPTIONS)
 @single_threaded
 def exp_factored(ctx: Context) -> list[ClaimResult]:
     crit = ("K = d = 4, N = 16, linear L = 2, GD (eta = 1) on one fixed batch; reduced (Q^(0) = 0) and factored "
@@ -269,6 +302,7 @@ def exp_factored(ctx: Context) -> list[ClaimResult]:
 
 
 @experiment("R7", suites=("extensions",))
+@captioned(CAPTIONS)
 @single_threaded
 def exp_transformer(ctx: Context) -> list[ClaimResult]:
     crit = ("K = d = 4, N = 16, linear L = 2; a transformer on [x, y] tokens (2 layers, 4 heads, width 16, MLP, "

@@ -21,6 +21,7 @@ from ..fits import Fit
 from ..store import atomic_write_npy
 from .axes import DELTA_CLASSES, DELTA_CV_AGREES, DELTA_CV_DISAGREES, DeltaAxis, delta_axis
 from .claims import ClaimResult, claim
+from .figures import captioned
 from .measure import L_star_of, breakpoint_loglog, fit_dict, safe_fit, slope_matches
 from .registry import experiment
 from .runner import Context, censored_runs, paper_base, rel_runs, run_group, with_budget, with_overrides
@@ -78,7 +79,23 @@ class FlatAxes:
     fit_Delta_tilt: Fit | None  # the uniform tilt: a rescaling, slope -6 forced (UNIFORM_TILT_NOTE)
 
 
+CAPTIONS = {  # figure stem -> what is plotted, what to look for, what would contradict the claim
+    "scaling_L": (
+        "T_1 (left) and T_eps (right) against L, log-log, one point per run and seed; black: lines fitted below "
+        "(solid) and above (dashed) L*, with their slopes and intervals; red dotted: the theory's slope -2; grey: L*. "
+        "P5: look for the points below L* on a line of slope -2. B1: look for T_1 on a slope of -1 (fast phase about "
+        "1/(eta L)) and the slow phase on -2. A fitted slope below L* whose interval excludes -2 contradicts P5; a T_1 "
+        "slope near -2 rather than -1 contradicts B1 (forced here by f = L g)."),
+    "scaling_eta_Delta_K": (
+        "Flat regime: T_eps against eta (left), Delta (middle) and K log(K/eps) (right), log-log; red dotted: the "
+        "theory's slopes -1, -2 and +1, anchored at the first point. Look for the measured points running parallel "
+        "to the red lines. A systematic departure of slope (T_eps not falling with Delta, say, or growing faster "
+        "than K log(K/eps)) contradicts P5's time scale K log(K/eps) / (eta delta^2 L^2 Delta^2)."),
+}
+
+
 @experiment("P5", "B1", suites=("paper", "blog"))
+@captioned(CAPTIONS)
 def exp_scaling(ctx: Context) -> list[ClaimResult]:
     """(c) T_1 and T_eps against L from L*/10 to 10 L* (and against eta, Delta, K in the flat regime)."""
     cfg = paper_base(ctx, "train.eps_mode=relative", f"train.eps={ctx.sizes.eps_rel}")

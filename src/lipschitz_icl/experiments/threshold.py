@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from .claims import ClaimResult, claim
+from .figures import captioned
 from .registry import experiment
 from .runner import Context, paper_base, rel_runs, single_threaded
 from .sizes import FULL, QUICK, TINY
@@ -241,7 +242,22 @@ def _size(ctx: Context) -> str:
     return {id(TINY): "tiny", id(QUICK): "quick", id(FULL): "full"}.get(id(ctx.sizes), "custom")
 
 
+READINGS_CAPTION = (
+    "The threshold's readings against L / L* (grey dotted: L = L*), one colour per setting (legend: its Delta delta). "
+    "Top row: P4a, rescaled time eta L^2 T_eps over its median (relative eps, fixed eta; flat by the invariance "
+    "f = L g); P4b, T_eps + 1 under an absolute eps at a fixed eta, the line predicted from P4a's largest-L run and "
+    "the circles measured runs (zero below L_x = sqrt(eps / l0), a peak just above it); P4c, min_k Attn_k at the "
+    "population optimum with label noise (it crosses the black line at L_tau); P4c again, L_tau against "
+    "tau sqrt(K/N) / (delta Delta), squares where tau, N or K vary (on the dotted line: L_tau proportional to it). "
+    "Bottom row: P4d, T_eps at eta = 1 (x: unstable); each located change L_x times Delta delta against Delta delta. "
+    "Look for a change at the same L / L* in every setting, i.e. a horizontal row in the bottom middle panel "
+    "(L_x proportional to 1/(Delta delta)) at a value of order 1; a sloping row, or one far from 1, contradicts that "
+    "reading of the threshold; circles off the P4b line would contradict the invariance itself.")
+CAPTIONS = {"threshold_readings": READINGS_CAPTION, "regimes_visible": READINGS_CAPTION}
+
+
 @experiment("P4", "P4a", "P4b", "P4c", "P4d", "B3", suites=("paper", "blog"))
+@captioned(CAPTIONS)
 @single_threaded
 def exp_threshold(ctx: Context) -> list[ClaimResult]:
     """The threshold readings on settings spanning Delta delta; P4's verdict summarises them."""
@@ -254,6 +270,7 @@ def exp_threshold(ctx: Context) -> list[ClaimResult]:
 
 
 @experiment("R5", suites=("extensions",))
+@captioned(CAPTIONS)
 @single_threaded
 def exp_regimes_visible(ctx: Context) -> list[ClaimResult]:
     """R5: do the two regimes separate visibly? The readings' curves against L / L* on one page."""

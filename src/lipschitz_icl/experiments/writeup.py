@@ -14,6 +14,7 @@ from ..analysis import first_step
 from ..optimum import ScoreObjective, population_optimum
 from ..problem import build_problem
 from .claims import ClaimResult, claim
+from .figures import captioned
 from .measure import L_star_of, fit_dict, safe_fit
 from .registry import experiment
 from .runner import Context, paper_base, rel_runs, run_group, single_threaded, with_overrides
@@ -32,7 +33,28 @@ def _spearman(x: list[float], y: list[float]) -> float:
     return float(np.corrcoef(rx, ry)[0, 1])
 
 
+CAPTIONS = {  # figure stem -> what is plotted, what to look for, what would contradict the claim
+    "blog_experiment": (
+        "The write-up's experiment (seed 0): left, the query's attention on the 5 positive tokens (mean over heads) "
+        "against step for L = 0.5, 1, 2, 5; right, the query loss (log y). Look for larger L ending with attention "
+        "closer to 1, a lower loss, and a faster drop. Curves ordered the other way (larger L less concentrated, or "
+        "slower) contradict B5; the verdict uses Spearman correlations over every seed."),
+    "blog_B4_early_rate": (
+        "One point per early step of the runs at L = 1, 2, 4: the measured growth d alpha / dt of the target attention "
+        "against the write-up's rate eta sigma'(g) g (1 - alpha); legend: Pearson r and the fitted rate constant c. "
+        "Look for points on straight lines through the origin (r near 1) with one slope c for every L. Curved or "
+        "scattered points (r < 0.5) contradict B4's form; slopes c that grow like L^2 (forced by f = L g) contradict "
+        "its independence of L."),
+    "blog_B2_finite_sample": (
+        "Error on unseen functions (exact) against n = N in-context examples, log-log, for L = L*/2 and 2 L* with "
+        "label noise; only runs that reached the population optimum are drawn (the others are censored). Look for "
+        "both lines falling with slope about -1 (eps + O(d / n)) and the sharp-regime line within 4x of the flat one "
+        "at the largest n. A slope outside [-2, -0.25], or a ratio of 16 or more, contradicts B2."),
+}
+
+
 @experiment("B5", suites=("blog",))
+@captioned(CAPTIONS)
 def exp_writeup(ctx: Context) -> list[ClaimResult]:
     """The write-up's experiment: 4-head attention on one prompt per L, Adam 1e-3, 500 steps."""
     crit = ("Per seed, Spearman correlation over L in {0.5, 1, 2, 5} of L with: final attention on the positives "
@@ -94,7 +116,7 @@ def _blog_figure(ctx, results, seed) -> str:
         r = results[(seed, L)]
         axes[0][0].plot(r.attention, color=c, label=f"L={L:g}")
         axes[0][1].semilogy(np.maximum(r.loss, 1e-16), color=c, label=f"L={L:g}")
-    axes[0][0].set(title=f"query attention on the 5 positives (mean over heads), seed {seed}", xlabel="step",
+    axes[0][0].set(title=f"query attention on the 5 positives\n(mean over heads), seed {seed}", xlabel="step",
                    ylim=(0, 1.02))
     axes[0][1].set(title="query loss", xlabel="step")
     axes[0][0].legend(fontsize=7)
@@ -130,6 +152,7 @@ def _early_rate(run) -> tuple[float, float, np.ndarray, np.ndarray]:
 
 
 @experiment("B4", suites=("blog",))
+@captioned(CAPTIONS)
 def exp_early_rate(ctx: Context) -> list[ClaimResult]:
     """B4: early growth of the target attention against eta sigma'(g) g (1 - alpha)."""
     crit = ("Quickstart setting, every step recorded, L in {1, 2, 4} at eta = 1. alpha_t = mean_k Attn_k, g_t = "
@@ -163,6 +186,7 @@ def exp_early_rate(ctx: Context) -> list[ClaimResult]:
 
 
 @experiment("B2", suites=("blog",))
+@captioned(CAPTIONS)
 @single_threaded
 def exp_sample_size_bound(ctx: Context) -> list[ClaimResult]:
     """B2: error on unseen functions against the number n = N of in-context examples, below and above L*."""

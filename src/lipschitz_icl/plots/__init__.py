@@ -24,6 +24,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from ..store import atomic_write_bytes  # noqa: E402
+from .style import tidy_log_axes  # noqa: E402
 
 plt.rcParams.update({"figure.dpi": 110, "axes.grid": True, "grid.alpha": 0.3, "font.size": 9})
 
@@ -34,7 +35,9 @@ def figure(ncols: int = 1, nrows: int = 1, width: float = 4.2, height: float = 3
 
 
 def save(fig, out_dir: Path, stem: str) -> str:
-    """Save as PNG, PDF and SVG under out_dir/figures; return the PNG's path relative to out_dir."""
+    """Save as PNG, PDF and SVG under out_dir/figures; return the PNG's path relative to out_dir.
+    Log axes left to matplotlib's ticks get ``style.tidy_log_axes``'s (no overlapping labels)."""
+    tidy_log_axes(fig)
     fig_dir = Path(out_dir) / "figures"
     fig_dir.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()

@@ -6,19 +6,36 @@ import io
 from pathlib import Path
 
 import pandas as pd
+from matplotlib.figure import Figure
 
 from ..evaluate import MODEL
 from ..store import atomic_write_bytes
 from . import colors, figure, plt
+from .style import tidy_log_axes
 
 ORACLE = "Bayes (Sigma)"  # knows the class's kernel and the feature ids: drawn dashed, as a reference
 FLOOR = 1e-6  # relative to the largest error of a panel
 
 
 def evaluation_figure(table: pd.DataFrame, path: str | Path, title: str = "") -> Path:
-    """Log-log error (with +-1 se bars) against n_context, one line per method; the model in black."""
+    """The figure of ``draw_evaluation`` written as one PNG at ``path``."""
+    fig = draw_evaluation(table, title)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tidy_log_axes(fig)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    atomic_write_bytes(path, buf.getvalue())  # never half a figure on disk
+    plt.close(fig)
+    return path
+
+
+def draw_evaluation(table: pd.DataFrame, title: str = "") -> Figure:
+    """Log-log error (with +-1 se bars) against n_context, one line per method and one panel per class;
+    the model in black, the Bayes predictor dashed, contexts beyond the training N shaded."""
     classes = list(dict.fromkeys(table["class"]))
-    fig, axes = figure(len(classes), 1)
+    fig, axes = figure(len(classes), 1, width=4.2 + 2.4 / len(classes))
     methods = [m for m in dict.fromkeys(table["method"]) if m != MODEL]
     cols = dict(zip(methods, colors(len(methods)), strict=True))
     for ax, cls in zip(axes[0], classes, strict=True):
@@ -30,7 +47,9 @@ def evaluation_figure(table: pd.DataFrame, path: str | Path, title: str = "") ->
             if method == ORACLE:
                 style["ls"] = "--"
             err = rows.error.clip(lower=floor)
-            ax.errorbar(rows.n_context, err, yerr=rows.se.where(rows.error > floor, 0.0), marker="o", ms=3,
+            upper = rows.se.where(rows.error > floor, 0.0)
+            lower = upper.clip(upper=err - floor)  # a bar below the floor would stretch the log axis to ~0
+            ax.errorbar(rows.n_context, err, yerr=[lower.to_numpy(), upper.to_numpy()], marker="o", ms=3,
                         capsize=2, label=method, **style)
         beyond = sub[sub["beyond_N"]] if "beyond_N" in sub else sub.iloc[:0]
         if len(beyond):  # length generalisation: n past the training N, shaded
@@ -39,12 +58,5 @@ def evaluation_figure(table: pd.DataFrame, path: str | Path, title: str = "") ->
         ax.axhline(floor, color="grey", lw=0.6, ls=":", label="floor: smaller errors drawn on it")
         ax.set(xscale="log", yscale="log", xlabel="context examples n", ylabel="error 1/2 E[(y_hat - f(x_q))^2]",
                title=f"{title} {cls}".strip())
-    axes[0][0].legend(fontsize=7)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    atomic_write_bytes(path, buf.getvalue())  # never half a figure on disk
-    plt.close(fig)
-    return path
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))  # beside the panels, off the curves
+    return fig

@@ -57,6 +57,11 @@ def log_axis(ax: Axes, which: str = "y") -> None:
     axis = ax.xaxis if which == "x" else ax.yaxis
     (ax.set_xscale if which == "x" else ax.set_yscale)("log")
     lo, hi = sorted(ax.get_xlim() if which == "x" else ax.get_ylim())
+    _log_ticks(axis, lo, hi)
+
+
+def _log_ticks(axis, lo: float, hi: float) -> None:
+    """log_axis's locators and formatters for a log axis shown over [lo, hi]."""
     if _decades(lo, hi) < 0.7:  # too short for 1-2-5: evenly spaced round values (log ~ linear here)
         axis.set_major_locator(MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10]))
         axis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:g}"))
@@ -68,6 +73,16 @@ def log_axis(ax: Axes, which: str = "y") -> None:
         axis.set_major_formatter(LogFormatterSciNotation(base=10))
     axis.set_minor_locator(LogLocator(base=10, subs=np.arange(2, 10) * 1.0, numticks=12))
     axis.set_minor_formatter(NullFormatter())
+
+
+def tidy_log_axes(fig: Figure) -> None:
+    """Give every log axis of ``fig`` whose ticks were left to matplotlib the ticks of ``log_axis``
+    (at most MAX_LOG_TICKS labels, minor ticks unlabelled), at its current limits. Axes with ticks
+    set by hand (a FixedLocator, e.g. ``experiments.figures.plain_log_ticks``) are left alone."""
+    for ax in fig.axes:
+        for which, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+            if axis.get_scale() == "log" and type(axis.get_major_locator()) is LogLocator:
+                _log_ticks(axis, *sorted(ax.get_xlim() if which == "x" else ax.get_ylim()))
 
 
 def colors(n: int) -> list:

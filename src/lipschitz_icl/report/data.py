@@ -66,6 +66,12 @@ def configs_used(out: Path) -> dict[str, str]:
     return found
 
 
+def split_results(results: list[ClaimResult]) -> tuple[list[ClaimResult], list[ClaimResult]]:
+    """(the claims, the comparisons with baselines), each in report order."""
+    ordered = sorted_claims(results)
+    return [c for c in ordered if not c.comparison], [c for c in ordered if c.comparison]
+
+
 def sorted_claims(claims: list[ClaimResult]) -> list[ClaimResult]:
     """Claims in the order of the claims table (experiments.claims.STATEMENTS)."""
     return sorted(claims, key=lambda c: claim_rank(c.id))

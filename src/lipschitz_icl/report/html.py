@@ -15,7 +15,7 @@ from pathlib import Path
 from ..experiments.claims import ClaimResult
 from ..store import atomic_write_text
 from .data import Comparison, figure_owners, run_warnings, sorted_claims
-from .text import MAX_ROWS, caption, flatten, reason
+from .text import COMPARISONS_INTRO, MAX_ROWS, caption, comparison_warnings, flatten, reason
 
 VERDICT_COLOURS = {"supported": "#1a7f37", "not supported": "#cf222e", "inconclusive": "#9a6700"}
 STYLE = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
@@ -100,10 +100,31 @@ def _claims_table(claims: list[ClaimResult], meta: dict, cmp: Comparison | None)
     return f"<table>{head}</tr>{''.join(rows)}</table>"
 
 
+def _comparison(out: Path, c: ClaimResult, owners: dict[str, str]) -> str:
+    failed = (f"<p><b>Failed.</b> {e(str(c.statistic.get('error', '?')))}</p>"
+              if c.criterion == "(experiment failed)" else "")
+    warns = "".join(f'<p><span class="badge warn">⚠</span> {e(w)}</p>' for w in comparison_warnings(c))
+    data = c.statistic.get("data")
+    link = (f'<p><b>Data.</b> <a href="{e(str(data))}"><code>{e(str(data))}</code></a> (one row per context '
+            "length, method and class; <code>pandas.read_csv</code> loads it).</p>" if data else "")
+    return (f'<section id="{e(c.id)}"><h3>{e(c.id)}</h3><blockquote>{e(c.statement)}</blockquote>{failed}{warns}'
+            f"{link}{_statistic(c)}{_figures(out, c, owners)}<p class=small>Experiment <code>{e(c.experiment)}"
+            f"</code>, {c.wall_s:.1f} s, {len(c.runs)} runs (under <code>runs/</code>).</p></section>")
+
+
+def _comparisons(out: Path, comparisons: list[ClaimResult]) -> str:
+    if not comparisons:
+        return ""
+    owners = figure_owners(comparisons)
+    return (f"<h2>Comparisons with baselines</h2><p>{e(COMPARISONS_INTRO)}</p>"
+            + "".join(_comparison(out, c, owners) for c in comparisons))
+
+
 def write_report_html(out: Path, claims: list[ClaimResult], meta: dict, configs: dict[str, str], *,
-                      compare: Comparison | None = None) -> Path:
+                      compare: Comparison | None = None, comparisons: list[ClaimResult] | None = None) -> Path:
     owners = figure_owners(claims)
     sections = "".join(_section(out, c, meta, owners, compare) for c in sorted_claims(claims))
+    sections += _comparisons(out, comparisons or [])
     cfg_html = "".join(f"<details><summary>{e(name)}</summary><pre>{e(text)}</pre></details>"
                        for name, text in configs.items())
     meta_rows = "".join(f"<tr><td>{e(str(k))}</td><td>{e(str(v))}</td></tr>" for k, v in meta.items())

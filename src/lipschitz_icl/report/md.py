@@ -10,7 +10,7 @@ from pathlib import Path
 from ..experiments.claims import VERDICTS, ClaimResult
 from ..store import atomic_write_text
 from .data import Comparison, figure_owners, run_warnings, sorted_claims
-from .text import MAX_ROWS, caption, flatten, fmt, reason
+from .text import COMPARISONS_INTRO, MAX_ROWS, caption, comparison_warnings, flatten, fmt, reason
 
 
 def claims_table_md(claims: list[ClaimResult], link_root: str = "") -> str:
@@ -92,7 +92,36 @@ def _claim_md(out: Path, c: ClaimResult, meta: dict, owners: dict[str, str], cmp
     return [*parts, f"Experiment `{c.experiment}`, {c.wall_s:.1f} s, {len(c.runs)} runs.", ""]
 
 
-def write_report_md(out: Path, claims: list[ClaimResult], meta: dict, compare: Comparison | None = None) -> Path:
+def _comparison_md(out: Path, c: ClaimResult, owners: dict[str, str]) -> list[str]:
+    warnings = run_warnings(out, c.runs)
+    parts = [f'<a id="{c.id}"></a>', "", f"### {c.id}", "", f"> {c.statement}", ""]
+    if c.criterion == "(experiment failed)":
+        parts += [f"**Failed.** {c.statistic.get('error', '?')}", ""]
+    if comparison_warnings(c):
+        parts += [*[f"- ⚠ **{w}**" for w in comparison_warnings(c)], ""]
+    data = c.statistic.get("data")
+    if data:
+        parts += [f"**Data.** [{data}]({data}) (one row per context length, method and class; "
+                  "`pandas.read_csv` loads it).", ""]
+    parts += ["**Numbers.**", "", *_statistic_md(c), *_figures_md(c, owners)]
+    if warnings:
+        parts += ["**⚠ Runs that ended at step 0 or did not end normally.**", "", *[f"- `{w}`" for w in warnings], ""]
+    return [*parts, f"Experiment `{c.experiment}`, {c.wall_s:.1f} s, {len(c.runs)} runs.", ""]
+
+
+def comparisons_md(out: Path, comparisons: list[ClaimResult]) -> list[str]:
+    """The section "Comparisons with baselines", after the claims (nothing when there are none)."""
+    if not comparisons:
+        return []
+    owners = figure_owners(comparisons)
+    parts = ["## Comparisons with baselines", "", COMPARISONS_INTRO, ""]
+    for c in comparisons:
+        parts += _comparison_md(out, c, owners)
+    return parts
+
+
+def write_report_md(out: Path, claims: list[ClaimResult], meta: dict, compare: Comparison | None = None,
+                    comparisons: list[ClaimResult] | None = None) -> Path:
     counts = {v: sum(c.verdict == v for c in claims) for v in VERDICTS}
     parts = [
         "# lipschitz-icl reproduce report", "",
@@ -111,6 +140,7 @@ def write_report_md(out: Path, claims: list[ClaimResult], meta: dict, compare: C
     owners = figure_owners(claims)
     for c in sorted_claims(claims):
         parts += _claim_md(out, c, meta, owners, compare)
+    parts += comparisons_md(out, comparisons or [])
     path = out / "report.md"
     atomic_write_text(path, "\n".join(parts) + "\n")
     return path

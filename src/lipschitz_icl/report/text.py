@@ -132,6 +132,16 @@ def caption(c: ClaimResult, figure: str) -> str:
             "from; read them against the criterion (no caption was given by the experiment).")
 
 
+COMPARISONS_INTRO = ("Not claims of the paper: how the trained model compares with standard predictors on the same "
+                     "prompts. There is no criterion and no verdict; read the numbers and the figure.")
+
+
+def comparison_warnings(c: ClaimResult) -> list[str]:
+    """A comparison's warnings (a baseline that is trivially exact, say), from its statistic."""
+    found = c.statistic.get("warnings") or []
+    return [str(w) for w in found] if isinstance(found, list) else [str(found)]
+
+
 def why_differs(now: ClaimResult, before: ClaimResult, size_now: str, size_before: str) -> str:
     """Why the verdicts of two runs of a claim differ ('' when they agree), from their statistics and flags."""
     if now.verdict == before.verdict:
