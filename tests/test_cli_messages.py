@@ -6,9 +6,10 @@ import os
 
 import pytest
 from rich.console import Console
+from rich.table import Table
 from typer.testing import CliRunner
 
-from lipschitz_icl.cli import app
+from lipschitz_icl.cli import app, common
 from lipschitz_icl.cli.common import esc
 
 runner = CliRunner()
@@ -145,3 +146,16 @@ def test_warnings_are_shown_after_success_and_dropped_on_error():
 def test_run_dir_names_too_long_to_exist_exit_2(command):
     line = one_error_line(runner.invoke(app, [command, LONG]))
     assert "no such run directory" in line
+
+
+def test_a_table_written_to_a_pipe_keeps_every_digit(monkeypatch, tmp_path):
+    """Not a terminal: tables are as wide as they need (up to PIPED_WIDTH), never cut to '0.00…'."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    result = runner.invoke(app, ["theory", "configs/quickstart.yaml"])
+    assert result.exit_code == 0, result.output
+    table = Table(*[f"column {i}" for i in range(10)])
+    table.add_row(*[f"{1.2345678e-33 * (i + 1):.6g}" for i in range(10)])
+    with common.out.capture() as captured:
+        common.out.print(table)
+    assert common.out.width == common.PIPED_WIDTH
+    assert "…" not in captured.get() and "1.23457e-33" in captured.get()

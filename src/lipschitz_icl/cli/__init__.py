@@ -9,7 +9,7 @@ from .. import __version__
 from ..threads import configured_threads
 from .analyze import analyze_command
 from .bench import bench_command
-from .common import OneLineUsageErrors
+from .common import OneLineUsageErrors, widen_when_piped
 from .evaluate import evaluate_command
 from .report import report_command
 from .reproduce import reproduce_command
@@ -43,6 +43,7 @@ def _root(
 
     Start with `lipschitz-icl run configs/quickstart.yaml`; every command has --help.
     """
+    widen_when_piped()
 
 
 app.command("run")(run_command)

@@ -36,6 +36,15 @@ from ..errors import TaskEvaluationError, UserInputError
 
 out = Console()  # tables and results
 err = Console(stderr=True)  # progress and messages
+PIPED_WIDTH = 240  # columns for tables and messages written to a file or a pipe
+
+
+def widen_when_piped() -> None:
+    """Give a file or a pipe tables at full width (up to PIPED_WIDTH columns), never squeezed into
+    rich's default 80 with numbers cut to ``0.00…``; a COLUMNS variable, when set, still decides."""
+    for console in (out, err):
+        if not console.is_terminal and "COLUMNS" not in os.environ:
+            console.width = PIPED_WIDTH
 
 
 # characters that would break the one-line message: controls, and what str.splitlines splits on
