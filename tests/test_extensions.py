@@ -31,8 +31,14 @@ def test_every_extension_runs_at_tiny_size(tmp_path, monkeypatch):
             # every figure has its experiment's caption (what is plotted, what to look for), not the generic one
             assert all("look for" in c.captions.get(f, "").lower() for f in c.figures), (c.id, c.captions)
             assert all((tmp_path / r / "summary.json").is_file() for r in c.runs)
+            # an experiment that trains outside the run engine leaves its trajectories as tables pandas loads
+            assert all(len(pd.read_csv(tmp_path / f)) > 0 for f in c.data), c.data
             assert c.as_dict()["verdict"] == c.verdict  # JSON-ready
     assert sorted(ids) == sorted(["R1", "R2", "R3a", "R3b", "R3c", "R3d", "R4", "R5", "R6", "R7", "R8", "B7"])
+    data = {c.id: c.data for _, claims in results for c in claims}
+    assert data["B7"] == ["data/B7_trajectories.csv"] and data["R6"] == ["data/R6_per_L.csv"]
+    b7 = pd.read_csv(tmp_path / "data" / "B7_trajectories.csv")
+    assert set(b7["schedule"]) == {"none", "curriculum"} and {"step", "target_loss", "min_attn"} <= set(b7)
 
 
 def test_loglog_slope_and_phase_ratio_on_planted_data():

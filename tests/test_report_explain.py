@@ -155,3 +155,17 @@ def test_claims_json_with_unknown_fields_still_loads(tmp_path):
     data["claims"][0]["a_field_from_a_newer_version"] = 1
     (tmp_path / "claims.json").write_text(json.dumps(data))
     assert [c.id for c in Comparison.load(tmp_path).claims.values()] == ["P4", "B3"]
+
+
+def test_the_footer_says_where_each_claims_data_is(tmp_path):
+    (tmp_path / "data").mkdir()
+    pd.DataFrame({"step": [0, 1], "loss": [1.0, 0.5]}).to_csv(tmp_path / "data" / "own.csv", index=False)
+    claims = [claim("P1", "c", {"x": 1.0}, True, False, runs=[_run(tmp_path, "runs/g/a", "converged", 3)]),
+              claim("P2", "c", {"x": 1.0}, True, False, data=["data/own.csv"]),
+              claim("P3", "c", {"x": 1.0}, True, False)]
+    write_report(tmp_path, claims, META)
+    md, page = (tmp_path / "report.md").read_text(), (tmp_path / "report.html").read_text()
+    assert "1 runs (under runs/)" in md
+    assert "its trajectories and tables: [data/own.csv](data/own.csv)" in md and 'href="data/own.csv"' in page
+    assert "nothing is trained" in md and "nothing is trained" in page
+    assert json.loads((tmp_path / "claims.json").read_text())["claims"][1]["data"] == ["data/own.csv"]

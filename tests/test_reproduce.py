@@ -2,6 +2,7 @@
 
 from html.parser import HTMLParser
 
+import pandas as pd
 import pytest
 from figure_layout import checked_figures, layout_problems
 
@@ -86,6 +87,9 @@ def test_every_experiment_runs_at_tiny_size(tmp_path, suite, monkeypatch):
         assert c.criterion != "(experiment failed)", c.notes
         assert c.figures and all((tmp_path / f).is_file() for f in c.figures)
         assert c.statistic
+        assert all(len(pd.read_csv(tmp_path / f)) > 0 for f in c.data), c.data  # tables of runs outside the engine
+        if c.id == "B5":  # trained by its own loop: its trajectories and per-run numbers are tables
+            assert c.data == ["data/B5_trajectories.csv", "data/B5_per_run.csv"]
         # every figure has its experiment's caption (what is plotted, what to look for), not the generic one
         assert all("look for" in c.captions.get(f, "").lower() for f in c.figures), (c.id, c.captions)
     undecided = [c.id for c in claims if c.verdict == INCONCLUSIVE and not c.undecided_because]

@@ -14,7 +14,14 @@ from ..experiments.checkpoint import ExperimentsInterrupted
 from ..experiments.claims import NO_VERDICT
 from ..report import Comparison, sorted_claims
 from ..report import update_readme as write_readme
-from ..reproduce import available_suites, options_of, recorded_options, reproduce, resolve_targets
+from ..reproduce import (
+    available_suites,
+    fused_available,
+    options_of,
+    recorded_options,
+    reproduce,
+    resolve_targets,
+)
 from ..store import claim_new_dir
 from .common import check_out_path, err, esc, fail, progress_bar, sigterm_as_interrupt, user_errors
 from .common import out as console
@@ -29,12 +36,12 @@ def _default_out(suite: str, quick: bool, resume: bool = False) -> Path:
     return base if resume else claim_new_dir(base)
 
 
-def _choose_out(out_dir: Path | None, suite: str, quick: bool, seed: int, *, resume: bool,
+def _choose_out(out_dir: Path | None, suite: str, quick: bool, seed: int, fused: bool, *, resume: bool,
                 force: bool) -> tuple[Path, bool]:
     """The output directory and whether to resume in it: a non-empty one made with the same options
     resumes (unless --force, which starts over); --resume requires such a directory."""
     out = out_dir or _default_out(suite, quick, resume)
-    wanted = options_of(suite, quick, seed)
+    wanted = options_of(suite, quick, seed, fused)
     occupied = out.is_dir() and any(out.iterdir())
     same = occupied and recorded_options(out) == wanted
     if out.exists() and not out.is_dir():
@@ -75,6 +82,9 @@ def reproduce_command(
     update_readme: Path = typer.Option(None, "--update-readme", help="Replace the claims table in this README."),
     compare_with: Path = typer.Option(None, "--compare-with", help="A previous output's claims.json (e.g. the "
                                       "quick run): its verdicts go beside these, with why they differ."),
+    fused: bool = typer.Option(None, "--fused/--no-fused", show_default=False,
+                               help="Train the kernel-engine runs with the compiled step (engine.fused; within "
+                                    "1e-12 relative, ~3x faster). Default: fused where numba is installed."),
 ) -> None:
     """Test the claims of the paper, its predecessor and the write-up (docs/CLAIMS.md).
 
@@ -95,7 +105,11 @@ def reproduce_command(
         if update_readme is not None and not update_readme.is_file():
             raise UserInputError(f"--update-readme {update_readme}: no such file")
         compare = Comparison.load(compare_with) if compare_with is not None else None
-        out, resuming = _choose_out(out_dir, suite, quick, seed, resume=resume, force=force)
+        fused = fused_available() if fused is None else fused
+        if fused and not fused_available():
+            raise UserInputError("--fused: needs numba, which is not installed (pip install numba, or "
+                                 "lipschitz-icl[fused]); allowed: --no-fused")
+        out, resuming = _choose_out(out_dir, suite, quick, seed, fused, resume=resume, force=force)
         if resuming:
             err.print(esc(f"resuming in {out}: finished experiments are reused"), highlight=False)
         cmd = f"lipschitz-icl reproduce {suite}" + (" --quick" if quick else "")
@@ -109,7 +123,8 @@ def reproduce_command(
 
             try:
                 claims, meta = reproduce(names, out, quick=quick, seed=seed, workers=workers, progress=progress,
-                                         command=cmd, resume=resuming, log=_experiment_logger(), compare=compare)
+                                         command=cmd, resume=resuming, log=_experiment_logger(), compare=compare,
+                                         fused=fused)
             except ExperimentsInterrupted as stop:
                 n = sum(c.statistic.get("status") == "interrupted" for c in stop.claims)
                 fail(f"interrupted ({stop.signal_name}): {n} claims marked interrupted in {out}/report.md; "

@@ -82,6 +82,12 @@ class KernelEngine(Engine):
             cls._check_fused(cfg)
 
     @classmethod
+    def fusable(cls, cfg: Config) -> bool:
+        """Whether ``engine.fused: true`` is allowed for this config (numba aside): a kernel-engine
+        run of the batched trainer's setting on the CPU."""
+        return cfg.engine.kind == "kernel" and cls.batchable(cfg) and cfg.engine.device == "cpu"
+
+    @classmethod
     def _check_fused(cls, cfg: Config) -> None:
         """engine.fused: true needs the batched trainer's setting, the CPU, and numba."""
         if not cls.batchable(cfg):

@@ -98,6 +98,8 @@ class ClaimResult:
     verdict: str  # supported | not supported | inconclusive
     figures: list[str] = field(default_factory=list)  # paths relative to the output directory
     runs: list[str] = field(default_factory=list)  # run directories, relative to the output directory
+    # tables (CSV, relative to the output directory) of an experiment that trains outside the run engine
+    data: list[str] = field(default_factory=list)
     notes: str = ""
     experiment: str = ""
     wall_s: float = 0.0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import torch
 
 from .. import plots
@@ -21,7 +22,7 @@ from .claims import ClaimResult, claim
 from .figures import captioned, plain_log_ticks
 from .measure import L_star_of, crossing_step, loglog_slope
 from .registry import experiment
-from .runner import Context, grid, kernel_base, rel_runs, run_group, single_threaded, with_overrides
+from .runner import Context, grid, kernel_base, rel_runs, run_group, single_threaded, with_overrides, write_data
 from .uncertainty import bootstrap_loglog_slope
 
 # ----------------------------------------------------------------------------- R3a: imbalanced p_k
@@ -295,7 +296,12 @@ def exp_curriculum(ctx: Context) -> list[ClaimResult]:
              "L_high is gradient descent with the step size multiplied by (L_high / L)^2. The high-L stage shortens "
              "the fast phase; the slow phase runs at the target L either way, so the steps saved stay about the "
              "same and their share shrinks as eps gets smaller (compare the two ratios).")
-    return [claim("B7", crit, stat, sup, ref, figures=[fig_path], notes=notes, undecided_because=und)]
+    trajectories = pd.DataFrame([{"schedule": name, "step": t, "target_loss": loss, "min_attn": a,
+                                  "switch_step": res["switch"]}
+                                 for name, res in (("none", none), ("curriculum", cur))
+                                 for t, (loss, a) in enumerate(zip(res["loss"], res["attn_min"], strict=True))])
+    return [claim("B7", crit, stat, sup, ref, figures=[fig_path], notes=notes, undecided_because=und,
+                  data=[write_data(ctx, "B7_trajectories", trajectories)])]
 
 
 def _curriculum_figure(ctx: Context, none: dict, cur: dict) -> str:

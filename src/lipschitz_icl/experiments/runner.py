@@ -11,11 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from ..api import Run, load_run, write_run
 from ..batch import RunsInterrupted, run_many
 from ..config import Config, apply_overrides, load_config, validate_config
+from ..engines.kernel import KernelEngine
 from ..problem import build_problem
+from ..store import atomic_write_text
 from ..sweep import run_configs
 from ..theory import flat_time_scale, theory_of
 from ..threads import single_threaded_torch
@@ -33,6 +36,7 @@ class Context:
     progress: ProgressHook | None = None
     sizes: Sizes | None = None  # default: QUICK or FULL by ``quick``
     run_dirs: list[str] = field(default_factory=list)
+    fused: bool = False  # kernel-engine runs that allow it take the compiled step (engine.fused; numba)
 
     def __post_init__(self) -> None:
         if self.sizes is None:
@@ -70,6 +74,8 @@ def run_group(ctx: Context, group: str, configs: list[Config], label: str | None
     group goes through the Dask sweep engine instead. On Ctrl-C the runs that ended (an interrupted
     one with status ``interrupted``) are written before the KeyboardInterrupt goes on."""
     label = label or group
+    if ctx.fused:
+        configs = [with_fused_step(c) for c in configs]
     group_dir = ctx.out / "runs" / group
     total = len(configs)
     ctx.tick(label, 0, total)
@@ -98,6 +104,21 @@ def _run_on_dask(ctx: Context, group_dir: Path, configs: list[Config], label: st
                         progress=lambda done, failed, n: ctx.tick(label, done + failed, n))
     name_of = dict(zip(index["config_hash"], index["name"], strict=True))
     return [load_run(group_dir / "runs" / name_of[cfg.config_hash()]) for cfg in configs]
+
+
+def with_fused_step(cfg: Config) -> Config:
+    """The config with ``engine.fused: true`` where the kernel engine allows it (within 1e-12 of
+    the unfused step, docs/PERFORMANCE.md), else unchanged."""
+    return cfg.with_overrides(["engine.fused=true"]) if KernelEngine.fusable(cfg) else cfg
+
+
+def write_data(ctx: Context, name: str, frame: pd.DataFrame) -> str:
+    """Write an experiment's own table (what it trained outside the run engine) as out/data/NAME.csv
+    and return its path relative to the output directory, for ``ClaimResult.data``."""
+    path = ctx.out / "data" / f"{name}.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, frame.to_csv(index=False))
+    return str(path.relative_to(ctx.out))
 
 
 def rel_runs(ctx: Context, runs: list[Run]) -> list[str]:
@@ -202,5 +223,5 @@ def single_threaded(fn):
 __all__ = [
     "BUDGET_MARGIN", "Context", "base_config", "budget_steps", "censored_runs", "flat_scale_of", "grid",
     "kernel_base", "load_config", "paper_base", "rel_runs", "rescaled_time_to", "run_group", "sampled_base",
-    "single_threaded", "with_budget", "with_overrides",
+    "single_threaded", "with_budget", "with_fused_step", "with_overrides", "write_data",
 ]

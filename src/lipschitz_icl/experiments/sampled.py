@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import torch
 
 from .. import plots
@@ -21,7 +22,7 @@ from .claims import ClaimResult, claim
 from .figures import captioned, plain_log_ticks
 from .measure import L_star_of, falling_crossing, loglog_slope, phase_ratio, tail_mean
 from .registry import experiment
-from .runner import Context, grid, rel_runs, run_group, sampled_base, single_threaded, with_overrides
+from .runner import Context, grid, rel_runs, run_group, sampled_base, single_threaded, with_overrides, write_data
 from .uncertainty import bootstrap_interval, interval_dict
 
 # ----------------------------------------------------------------------------- R3b: token noise
@@ -212,7 +213,8 @@ def exp_continuous(ctx: Context) -> list[ClaimResult]:
     for ax in axes[0]:
         plain_log_ticks(ax, Ls)
     fig_path = plots.save(fig, ctx.out, "ext_continuous")
-    return [claim("R6", crit, stat, sup, ref, figures=[fig_path])]
+    table = write_data(ctx, "R6_per_L", pd.DataFrame([{"L": L, **row} for L, row in zip(Ls, rows, strict=True)]))
+    return [claim("R6", crit, stat, sup, ref, figures=[fig_path], data=[table])]
 
 
 # ----------------------------------------------------------------------------- R1: finite training sets

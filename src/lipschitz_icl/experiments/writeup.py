@@ -17,7 +17,7 @@ from .claims import ClaimResult, claim
 from .figures import captioned
 from .measure import L_star_of, fit_dict, safe_fit
 from .registry import experiment
-from .runner import Context, paper_base, rel_runs, run_group, single_threaded, with_overrides
+from .runner import Context, paper_base, rel_runs, run_group, single_threaded, with_overrides, write_data
 from .uncertainty import bootstrap_interval, interval_dict, ratio_spread
 from .writeup_model import FIXES, HELDOUT_PROMPTS, train_blog
 
@@ -100,8 +100,12 @@ def exp_writeup(ctx: Context) -> list[ClaimResult]:
     und = "" if all(agree) != (sum(against) >= 2) else (
         f"{sum(agree)} of 3 correlations agree with the claim and {sum(against)} go against it (the rule needs all "
         "three, or two against); more values of L would narrow the undecided ones")
+    trajectories = pd.DataFrame([{"seed": seed, "L": L, "step": t, "loss": loss, "attention_on_positives": a}
+                                 for (seed, L), r in results.items()
+                                 for t, (loss, a) in enumerate(zip(r.loss, r.attention, strict=True))])
+    data = [write_data(ctx, "B5_trajectories", trajectories), write_data(ctx, "B5_per_run", pd.DataFrame(rows))]
     return [claim("B5", crit, stat, all(agree), sum(against) >= 2, figures=[fig], notes=note,
-                  interval=interval_dict(**intervals), undecided_because=und)]
+                  interval=interval_dict(**intervals), undecided_because=und, data=data)]
 
 
 def _blog_table(rows, seed) -> list[dict]:

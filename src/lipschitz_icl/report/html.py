@@ -15,7 +15,7 @@ from pathlib import Path
 from ..experiments.claims import ClaimResult
 from ..store import atomic_write_text
 from .data import Comparison, figure_owners, run_warnings, sorted_claims
-from .text import COMPARISONS_INTRO, MAX_ROWS, caption, comparison_warnings, flatten, reason
+from .text import COMPARISONS_INTRO, MAX_ROWS, caption, comparison_warnings, flatten, provenance, reason
 
 VERDICT_COLOURS = {"supported": "#1a7f37", "not supported": "#cf222e", "inconclusive": "#9a6700"}
 STYLE = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
@@ -82,8 +82,14 @@ def _section(out: Path, c: ClaimResult, meta: dict, owners: dict[str, str], cmp:
     return (f'<section id="{e(c.id)}"><h2>{e(c.id)} — {_verdict(c)}{badge}</h2>'
             f"<blockquote>{e(c.statement)}</blockquote><p class=why><b>Why.</b> {e(reason(c, warnings))}</p>"
             f"<p><b>Criterion.</b> {e(c.criterion)}</p>{_statistic(c)}{_figures(out, c, owners)}{warn_list}"
-            f"{compare}{notes}<p class=small>Experiment <code>{e(c.experiment)}</code>, {c.wall_s:.1f} s, "
-            f"{len(c.runs)} runs (under <code>runs/</code>).</p></section>")
+            f"{compare}{notes}{_footer(c)}</section>")
+
+
+def _footer(c: ClaimResult) -> str:
+    said, files = provenance(c)
+    links = (": " + ", ".join(f'<a href="{e(f)}"><code>{e(f)}</code></a>' for f in files)
+             + " (<code>pandas.read_csv</code> loads them)") if files else ""
+    return f"<p class=small>Experiment <code>{e(c.experiment)}</code>, {c.wall_s:.1f} s, {e(said)}{links}.</p>"
 
 
 def _claims_table(claims: list[ClaimResult], meta: dict, cmp: Comparison | None) -> str:
@@ -108,8 +114,7 @@ def _comparison(out: Path, c: ClaimResult, owners: dict[str, str]) -> str:
     link = (f'<p><b>Data.</b> <a href="{e(str(data))}"><code>{e(str(data))}</code></a> (one row per context '
             "length, method and class; <code>pandas.read_csv</code> loads it).</p>" if data else "")
     return (f'<section id="{e(c.id)}"><h3>{e(c.id)}</h3><blockquote>{e(c.statement)}</blockquote>{failed}{warns}'
-            f"{link}{_statistic(c)}{_figures(out, c, owners)}<p class=small>Experiment <code>{e(c.experiment)}"
-            f"</code>, {c.wall_s:.1f} s, {len(c.runs)} runs (under <code>runs/</code>).</p></section>")
+            f"{link}{_statistic(c)}{_figures(out, c, owners)}{_footer(c)}</section>")
 
 
 def _comparisons(out: Path, comparisons: list[ClaimResult]) -> str:

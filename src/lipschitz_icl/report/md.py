@@ -10,7 +10,7 @@ from pathlib import Path
 from ..experiments.claims import VERDICTS, ClaimResult
 from ..store import atomic_write_text
 from .data import Comparison, figure_owners, run_warnings, sorted_claims
-from .text import COMPARISONS_INTRO, MAX_ROWS, caption, comparison_warnings, flatten, fmt, reason
+from .text import COMPARISONS_INTRO, MAX_ROWS, caption, comparison_warnings, flatten, fmt, provenance, reason
 
 
 def claims_table_md(claims: list[ClaimResult], link_root: str = "") -> str:
@@ -89,7 +89,13 @@ def _claim_md(out: Path, c: ClaimResult, meta: dict, owners: dict[str, str], cmp
             parts += [f"**At {size_before} size:** {why or prev.verdict + ', the same verdict.'}", ""]
     if c.notes:
         parts += [f"**Notes.** {c.notes}", ""]
-    return [*parts, f"Experiment `{c.experiment}`, {c.wall_s:.1f} s, {len(c.runs)} runs.", ""]
+    return [*parts, _footer_md(c), ""]
+
+
+def _footer_md(c: ClaimResult) -> str:
+    said, files = provenance(c)
+    links = (": " + ", ".join(f"[{f}]({f})" for f in files) + " (`pandas.read_csv` loads them)") if files else ""
+    return f"Experiment `{c.experiment}`, {c.wall_s:.1f} s, {said}{links}."
 
 
 def _comparison_md(out: Path, c: ClaimResult, owners: dict[str, str]) -> list[str]:
@@ -106,7 +112,7 @@ def _comparison_md(out: Path, c: ClaimResult, owners: dict[str, str]) -> list[st
     parts += ["**Numbers.**", "", *_statistic_md(c), *_figures_md(c, owners)]
     if warnings:
         parts += ["**⚠ Runs that ended at step 0 or did not end normally.**", "", *[f"- `{w}`" for w in warnings], ""]
-    return [*parts, f"Experiment `{c.experiment}`, {c.wall_s:.1f} s, {len(c.runs)} runs.", ""]
+    return [*parts, _footer_md(c), ""]
 
 
 def comparisons_md(out: Path, comparisons: list[ClaimResult]) -> list[str]:
@@ -126,7 +132,7 @@ def write_report_md(out: Path, claims: list[ClaimResult], meta: dict, compare: C
     parts = [
         "# lipschitz-icl reproduce report", "",
         f"Command: `{meta.get('command', '')}` · size: {meta.get('size')} · seed: {meta.get('seed')} · "
-        f"wall time: {meta.get('wall_s', 0):.1f} s", "",
+        f"kernel step: {meta.get('kernel_step', 'unfused (torch)')} · wall time: {meta.get('wall_s', 0):.1f} s", "",
         "Verdicts: " + ", ".join(f"{v}: {n}" for v, n in counts.items()), "",
     ]
     if meta.get("status") == "interrupted":

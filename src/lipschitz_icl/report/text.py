@@ -123,6 +123,15 @@ def _verdict_sentence(c: ClaimResult) -> str:
             f"(or both).{tail}")
 
 
+def provenance(c: ClaimResult) -> tuple[str, list[str]]:
+    """Where an experiment's data is, for the footer of its claims: (the sentence, the files to link)."""
+    if c.runs:
+        return f"{len(c.runs)} runs (under runs/)", []
+    if c.data:
+        return "no runs (it trains outside the run engine); its trajectories and tables", list(c.data)
+    return "no runs (nothing is trained: the statistic above holds every number it computed)", []
+
+
 def caption(c: ClaimResult, figure: str) -> str:
     """The experiment's caption for ``figure`` (ClaimResult.captions), else one from the claim."""
     given = (c.captions or {}).get(figure)
