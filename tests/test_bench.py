@@ -11,6 +11,13 @@ from typer.testing import CliRunner
 
 from lipschitz_icl.bench import Size, Target
 from lipschitz_icl.bench.sections import step_floor as step_floor_module
+from lipschitz_icl.bench.sections.reproduce import (
+    BASELINE_COMMIT,
+    BASELINE_WALL_S,
+    baseline_source,
+    experiment_times,
+    summarise,
+)
 from lipschitz_icl.bench.sections.step_floor import HAS_NUMBA, step_floor
 from lipschitz_icl.bench.timing import fit_exponent
 from lipschitz_icl.cli import app
@@ -196,3 +203,29 @@ def test_bench_json_path_that_is_a_directory_is_one_line(tmp_path):
     assert result.exit_code == 2
     assert "--json" in result.output and "is a directory" in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_reproduce_section_splits_its_time_between_old_and_new_experiments(tmp_path):
+    claims = [{"id": "P4", "experiment": "exp_threshold", "wall_s": 30.0},
+              {"id": "P4a", "experiment": "exp_threshold", "wall_s": 30.0},
+              {"id": "R4", "experiment": "exp_eps_axis", "wall_s": 50.0}]
+    path = tmp_path / "claims.json"
+    path.write_text(json.dumps({"meta": {}, "claims": claims}))
+    times = experiment_times(path)
+    assert times == {"exp_eps_axis": (50.0, ["R4"]), "exp_threshold": (30.0, ["P4", "P4a"])}
+    assert experiment_times(tmp_path / "missing.json") == {}
+    slow = summarise(2 * BASELINE_WALL_S, 0, times, BASELINE_WALL_S, timed=True)
+    (target,) = slow["targets"]
+    assert not target["met"] and "50 s go to the 1 experiments" in target["why"] and "take 30 s now" in target["why"]
+    landed = {r["experiment"]: r["landed since the baseline"] for r in slow["rows"]}
+    assert landed == {"exp_eps_axis": True, "exp_threshold": False, "whole command": "",
+                      f"whole command at the baseline ({BASELINE_COMMIT})": ""}
+    fast = summarise(0.5 * BASELINE_WALL_S, 0, times, BASELINE_WALL_S, timed=False)
+    assert fast["targets"][0]["met"] and "recorded then" in fast["notes"][0]
+
+
+def test_reproduce_section_exports_the_baseline_build_from_git(tmp_path):
+    src = baseline_source(tmp_path / "baseline")
+    if src is None:
+        pytest.skip("not a git checkout holding the baseline commit (an installed package or a shallow clone)")
+    assert (src / "src" / "lipschitz_icl" / "__init__.py").is_file()

@@ -11,7 +11,8 @@ SectionFn = Callable[["Size"], dict[str, Any]]
 
 @dataclass(frozen=True)
 class Size:
-    """How big the benchmarks are: ``full``, ``quick`` (<= 2 minutes on 2 cores) or ``tiny`` (tests),
+    """How big the benchmarks are: ``full``, ``quick`` (about 6 minutes on 2 cores, half of them
+    section (f)'s two ``reproduce all --quick``) or ``tiny`` (tests),
     and the device (``cpu`` or ``cuda``) of the sections that train."""
 
     name: str = "quick"

@@ -108,7 +108,9 @@ def print_report(report: dict, json_path: Path | None, markdown: bool) -> None:
 
 
 def bench_command(
-    quick: bool = typer.Option(False, "--quick", help="Smaller sizes: about a minute on 2 cores."),
+    quick: bool = typer.Option(False, "--quick", help="Smaller sizes: about 6 minutes on 2 cores, half of them "
+                               "section (f), `reproduce all --quick` of this build and of the baseline "
+                               "(leave it out with --only)."),
     json_path: Path = typer.Option(None, "--json", "--out", "-o",
                                    help="Write the JSON report (machine, versions, every row and target) here."),
     only: list[str] = typer.Option(None, "--only", help="Run only this section (repeatable)."),
