@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from lipschitz_icl.bench import Size, Target
 from lipschitz_icl.bench.sections import step_floor as step_floor_module
+from lipschitz_icl.bench.sections.batched import _why_slower
 from lipschitz_icl.bench.sections.reproduce import (
     BASELINE_COMMIT,
     BASELINE_WALL_S,
@@ -229,3 +230,9 @@ def test_reproduce_section_exports_the_baseline_build_from_git(tmp_path):
     if src is None:
         pytest.skip("not a git checkout holding the baseline commit (an installed package or a shallow clone)")
     assert (src / "src" / "lipschitz_icl" / "__init__.py").is_file()
+
+
+def test_a_missed_batched_speedup_says_what_bounds_it():
+    assert _why_slower([100, 100], t_batch=1.0, t_seq=6.0) == ""  # met: nothing to explain
+    why = _why_slower([100, 300, 200], t_batch=1.0, t_seq=2.0)
+    assert "total steps / longest run = 2.0x" in why and "3.33 ms against 3.33 ms" in why
