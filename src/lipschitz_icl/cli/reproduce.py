@@ -55,6 +55,14 @@ def _choose_out(out_dir: Path | None, suite: str, quick: bool, seed: int, fused:
     return out, bool(same and (resume or not force))
 
 
+def _fused_step(asked: bool | None) -> bool:
+    """--fused/--no-fused, or by default whether numba is installed; --fused without numba is refused."""
+    if asked and not fused_available():
+        raise UserInputError("--fused: needs numba, which is not installed (pip install numba, or "
+                             "lipschitz-icl[fused]); allowed: --no-fused")
+    return fused_available() if asked is None else asked
+
+
 def _experiment_logger():
     """One line per experiment started and finished, when stderr is not a terminal (logs, CI)."""
     if err.is_terminal:
@@ -105,10 +113,7 @@ def reproduce_command(
         if update_readme is not None and not update_readme.is_file():
             raise UserInputError(f"--update-readme {update_readme}: no such file")
         compare = Comparison.load(compare_with) if compare_with is not None else None
-        fused = fused_available() if fused is None else fused
-        if fused and not fused_available():
-            raise UserInputError("--fused: needs numba, which is not installed (pip install numba, or "
-                                 "lipschitz-icl[fused]); allowed: --no-fused")
+        fused = _fused_step(fused)
         out, resuming = _choose_out(out_dir, suite, quick, seed, fused, resume=resume, force=force)
         if resuming:
             err.print(esc(f"resuming in {out}: finished experiments are reused"), highlight=False)
