@@ -98,7 +98,8 @@ def exp_writeup(ctx: Context) -> list[ClaimResult]:
     stat = {"spearman": rho, "table_seed": seeds[0], "table": table}
     note = "Fixes applied to the published code: " + " ".join(f"({i + 1}) {f}" for i, f in enumerate(FIXES))
     und = "" if all(agree) != (sum(against) >= 2) else (
-        f"{sum(agree)} of 3 correlations agree with the claim and {sum(against)} go against it (the rule needs all "
+        f"{sum(agree)} of 3 correlations agree with the claim and {sum(against)} "
+        f"{'goes' if sum(against) == 1 else 'go'} against it (the rule needs all "
         "three, or two against); more values of L would narrow the undecided ones")
     trajectories = pd.DataFrame([{"seed": seed, "L": L, "step": t, "loss": loss, "attention_on_positives": a}
                                  for (seed, L), r in results.items()
