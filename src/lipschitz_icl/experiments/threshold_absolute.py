@@ -34,11 +34,16 @@ def lead_initial_loss(lead: Run) -> float:
 
 def predicted_time(lead: Run, L: float, eps: float = ABS_EPS) -> float | None:
     """T_eps at L (same eta, same draws) from the lead run's loss curve; None beyond the curve's end."""
-    ratio = (lead.config.task.L / L) ** 2
-    if L**2 * lead_initial_loss(lead) <= eps:
-        return 0.0
-    t_lead = crossing_times(lead, [eps * ratio])[eps * ratio]
-    return None if t_lead is None else t_lead * ratio
+    return predicted_times(lead, [L], eps)[0]
+
+
+def predicted_times(lead: Run, Ls: list[float], eps: float = ABS_EPS) -> list[float | None]:
+    """``predicted_time`` at every L of ``Ls``, reading the lead run's loss curve once."""
+    l0 = lead_initial_loss(lead)
+    ratios = [(lead.config.task.L / L) ** 2 for L in Ls]
+    t_lead = crossing_times(lead, [eps * r for r in ratios])
+    return [0.0 if L**2 * l0 <= eps else (None if (t := t_lead[eps * r]) is None else t * r)
+            for L, r in zip(Ls, ratios, strict=True)]
 
 
 def absolute_runs(ctx: Context, settings: list[Setting], leads: dict[str, Run]) -> dict[str, list[Run]]:
@@ -80,4 +85,4 @@ def invariance_check(settings: list[Setting], leads: dict[str, Run], runs: dict[
 
 def predicted_curve(lead: Run, L_star: float, x: np.ndarray) -> np.ndarray:
     """T_eps against L / L* (NaN where the lead run's curve ends), for the figure."""
-    return np.array([np.nan if (t := predicted_time(lead, v * L_star)) is None else t for v in x])
+    return np.array([np.nan if t is None else t for t in predicted_times(lead, [v * L_star for v in x])])
