@@ -13,7 +13,7 @@ from lipschitz_icl import plots
 from lipschitz_icl.cli import app
 from lipschitz_icl.experiments.claims import ClaimResult, claim
 from lipschitz_icl.report import Comparison, regenerate_report, write_report
-from lipschitz_icl.report.text import flatten, fmt, reason
+from lipschitz_icl.report.text import flatten, fmt, ranked_rows, reason
 
 cli = CliRunner()
 META = {"command": "test", "size": "quick", "seed": 0, "wall_s": 1.0}
@@ -165,7 +165,18 @@ def test_the_footer_says_where_each_claims_data_is(tmp_path):
               claim("P3", "c", {"x": 1.0}, True, False)]
     write_report(tmp_path, claims, META)
     md, page = (tmp_path / "report.md").read_text(), (tmp_path / "report.html").read_text()
-    assert "1 runs (under runs/)" in md
+    assert "1 runs, under runs/g/" in md
     assert "its trajectories and tables: [data/own.csv](data/own.csv)" in md and 'href="data/own.csv"' in page
-    assert "nothing is trained" in md and "nothing is trained" in page
+    assert "no runs of its own" in md and "no runs of its own" in page
     assert json.loads((tmp_path / "claims.json").read_text())["claims"][1]["data"] == ["data/own.csv"]
+
+
+def test_the_abridged_statistic_leads_with_what_the_criterion_names():
+    stat = {"L": 0.79, "budget": 80000, "unmeasured": None, "ratio_eps0.001": 0.987,
+            "by_reading": {"P4b": {"median_r": 1.2}}}
+    c = claim("B7", "Supported if the ratio is <= 0.8 at both; median_r in [1/2, 2]", stat, False, True)
+    rows = ranked_rows(stat, c.criterion)
+    assert {k for k, _ in rows[:2]} == {"ratio_eps0.001", "by_reading › P4b › median_r"}
+    assert "unmeasured" not in dict(rows)  # an unmeasured value says nothing
+    why = reason(c)
+    assert "ratio_eps0.001 = 0.987" in why and why.index("ratio_eps0.001") < why.index("budget")

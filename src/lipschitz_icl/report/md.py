@@ -10,7 +10,16 @@ from pathlib import Path
 from ..experiments.claims import VERDICTS, ClaimResult
 from ..store import atomic_write_text
 from .data import Comparison, figure_owners, run_warnings, sorted_claims
-from .text import COMPARISONS_INTRO, MAX_ROWS, caption, comparison_warnings, flatten, fmt, provenance, reason
+from .text import (
+    COMPARISONS_INTRO,
+    MAX_ROWS,
+    caption,
+    comparison_warnings,
+    flatten,
+    provenance,
+    ranked_rows,
+    reason,
+)
 
 
 def claims_table_md(claims: list[ClaimResult], link_root: str = "") -> str:
@@ -18,25 +27,13 @@ def claims_table_md(claims: list[ClaimResult], link_root: str = "") -> str:
     for c in sorted_claims(claims):
         fig = f"[{Path(c.figures[0]).name}]({link_root}{c.figures[0]})" if c.figures else ""
         forced = " (forced)" if c.forced else ""
-        lines.append(f"| {c.id} | **{c.verdict}**{forced} | {_abridge(c.statistic)} | {fig} |")
+        lines.append(f"| {c.id} | **{c.verdict}**{forced} | {_abridge(c)} | {fig} |")
     return "\n".join(lines)
 
 
-def _abridge(stat: dict, limit: int = 160) -> str:
-    """Scalars of the statistic, and the scalars of its nested mappings one level down."""
-    parts = []
-
-    def add(key: str, v) -> None:
-        if isinstance(v, int | float | str | bool) or v is None:
-            parts.append(f"{key}={fmt(v) if isinstance(v, float) else v}")
-
-    for k, v in stat.items():
-        if isinstance(v, dict):
-            for kk, vv in v.items():
-                add(f"{k}[{kk}]", vv)
-        else:
-            add(k, v)
-    text = ", ".join(parts)
+def _abridge(c: ClaimResult, limit: int = 160) -> str:
+    """The statistic's rows, those its criterion names first (``ranked_rows``), cut at ``limit``."""
+    text = ", ".join(f"{k.replace(' › ', '.')}={v}" for k, v in ranked_rows(c.statistic, c.criterion))
     text = text if len(text) <= limit else text[: limit - 1] + "…"
     return text.replace("|", "\\|")
 

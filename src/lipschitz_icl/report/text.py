@@ -6,6 +6,7 @@ Pure functions of a ClaimResult (and of the run warnings ``report_data.run_warni
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +67,25 @@ def numbers(stat: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def headline(stat: dict[str, Any], limit: int = 4) -> str:
-    rows = flatten(stat)
+def ranked_rows(stat: dict[str, Any], criterion: str = "") -> list[tuple[str, str]]:
+    """The statistic's rows (``flatten``) without unmeasured or empty values, those the criterion
+    names first: a row whose last name part (or its stem before ``_``) occurs in the criterion, or a
+    reading's verdict, is what the verdict was decided on."""
+    rows = [(k, v) for k, v in flatten(stat) if v not in ("—", "[]", "{}")]
+    words = {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", criterion)}
+
+    def score(name: str) -> int:
+        leaf = name.split(" › ")[-1].split("[")[0].lower()
+        stem = leaf.split("_")[0]
+        if leaf == "verdict" or (len(leaf) > 3 and leaf in words):
+            return 2
+        return 1 if len(stem) > 3 and stem in words else 0
+
+    return sorted(rows, key=lambda row: -score(row[0]))
+
+
+def headline(stat: dict[str, Any], limit: int = 4, criterion: str = "") -> str:
+    rows = ranked_rows(stat, criterion)
     shown = "; ".join(f"{k} = {v}" for k, v in rows[:limit])
     return shown + (f" (and {len(rows) - limit} more)" if len(rows) > limit else "")
 
@@ -110,7 +128,7 @@ def _at(v: Any, i: int) -> Any:
 
 
 def _verdict_sentence(c: ClaimResult) -> str:
-    measured = headline(c.statistic) or "nothing"
+    measured = headline(c.statistic, criterion=c.criterion) or "nothing"
     if c.verdict == SUPPORTED:
         return (f"Supported: the measured statistic ({measured}) meets the criterion's condition for support and "
                 "not its condition for refutation.")
@@ -126,10 +144,11 @@ def _verdict_sentence(c: ClaimResult) -> str:
 def provenance(c: ClaimResult) -> tuple[str, list[str]]:
     """Where an experiment's data is, for the footer of its claims: (the sentence, the files to link)."""
     if c.runs:
-        return f"{len(c.runs)} runs (under runs/)", []
+        groups = sorted({"/".join(r.split("/")[:2]) + "/" for r in c.runs})
+        return f"{len(c.runs)} runs, under {', '.join(groups)}", []
     if c.data:
         return "no runs (it trains outside the run engine); its trajectories and tables", list(c.data)
-    return "no runs (nothing is trained: the statistic above holds every number it computed)", []
+    return "no runs of its own: the statistic above holds every number its verdict uses", []
 
 
 def caption(c: ClaimResult, figure: str) -> str:
