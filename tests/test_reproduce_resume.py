@@ -136,8 +136,9 @@ def test_other_options_never_reuse_saved_results(tmp_path, fake_suite):
     assert load_checkpoint(Context(out=out, quick=True), fake_experiments.exp_first) is not None
     refused = _reproduce(out, "--seed", "1")
     assert refused.exit_code == 2 and "already holds files" in refused.stderr
+    assert "it holds `reproduce linear --quick" in refused.stderr  # what made it, as a command
     resume = _reproduce(out, "--seed", "1", "--resume")
-    assert resume.exit_code == 2 and "--resume" in resume.stderr
+    assert resume.exit_code == 2 and "--resume" in resume.stderr and "--seed 1" in resume.stderr
     forced = _reproduce(out, "--seed", "1", "--force")
     assert forced.exit_code == 0, forced.output
     assert "reused" not in forced.stderr and forced.stderr.count("finished exp_") == 3

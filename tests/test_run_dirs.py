@@ -195,5 +195,6 @@ def test_run_repr_is_one_line_and_names_its_directory(tmp_path, caplog):
         run = li.run(None, SMALL, out=tmp_path / "r")
     text = repr(run)
     assert "\n" not in text and text.startswith("Run(status=budget") and str(tmp_path / "r") in text
+    assert f"min_attn={run.summary['min_attn']:.4g}," in text  # numbers to 4 digits, like final_loss
     assert f"wrote run {tmp_path / 'r'}" in caplog.text
     assert repr(li.load_run(run.dir)) == text

@@ -63,10 +63,11 @@ class Run:
 
     def __repr__(self) -> str:
         s = self.summary
-        loss = s.get("final_loss")
-        loss_text = f"{loss:.4g}" if isinstance(loss, float) else loss
-        return (f"Run(status={s.get('status')}, steps={s.get('steps')}, final_loss={loss_text}, "
-                f"min_attn={s.get('min_attn')}, dir={self.dir})")
+        def short(x):
+            return f"{x:.4g}" if isinstance(x, float) else x
+
+        return (f"Run(status={s.get('status')}, steps={s.get('steps')}, final_loss={short(s.get('final_loss'))}, "
+                f"min_attn={short(s.get('min_attn'))}, dir={self.dir})")
 
     def series(self, metric: str) -> pd.Series:
         """A scalar metric (loss, test_error, attn_min, ...) indexed by step."""

@@ -108,12 +108,14 @@ def print_report(report: dict, json_path: Path | None, markdown: bool) -> None:
 
 
 def bench_command(
-    quick: bool = typer.Option(False, "--quick", help="Smaller sizes: about 6 minutes on 2 cores, half of them "
-                               "section (f), `reproduce all --quick` of this build and of the baseline "
-                               "(leave it out with --only)."),
+    quick: bool = typer.Option(False, "--quick", help="Smaller sizes: about 6 minutes on 2 cores, half of them in "
+                               "the reproduce section (`reproduce all --quick` of this build and of an "
+                               "earlier one; leave it out with --only)."),
     json_path: Path = typer.Option(None, "--json", "--out", "-o",
                                    help="Write the JSON report (machine, versions, every row and target) here."),
-    only: list[str] = typer.Option(None, "--only", help="Run only this section (repeatable)."),
+    only: list[str] = typer.Option(None, "--only", help="Run only this section (repeatable): step_time, "
+                                   "step_floor, scaling, memory, batched, sweep_batched, evaluate, reproduce, "
+                                   "sweep."),
     threads: int = typer.Option(1, "--threads", help="torch threads for the run (0: torch's default)."),
     extra: list[str] = typer.Option(None, "--extra", help="Add a section FILE:FUNCTION, FUNCTION(quick) -> dict."),
     markdown: bool = typer.Option(None, "--markdown/--rich", help="Tables as markdown or as rich tables "
@@ -123,7 +125,8 @@ def bench_command(
     tiny: bool = typer.Option(False, "--tiny", hidden=True, help="Tiny sizes (for the test suite)."),
 ) -> None:
     """Benchmark the toolkit: kernel and sampled engines against a plain-PyTorch loop, scaling in
-    K, N, d and B, peak memory, batched runs, `evaluate`, and the targets of the performance issues.
+    K, N, d and B, peak memory, batched runs and sweeps, the fused step against its floor, `evaluate`,
+    and `reproduce all --quick` against an earlier build, each with its targets.
 
     Prints one table per section and a table of targets (met, or missed by how much); with
     --json PATH, writes everything, with the machine and versions, to PATH.

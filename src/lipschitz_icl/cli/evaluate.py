@@ -70,8 +70,9 @@ def evaluate_command(
                                "run (default: the run's engine.device)."),
 ) -> None:
     """Error against the number of context examples on unseen functions: the trained model beside
-    1-NN, 3-NN, Nadaraya-Watson, least squares, GP regression and the context mean, on the very
-    same prompts. Writes evaluation.parquet, evaluation.csv and evaluation.png."""
+    linear attention trained by GD here (lin-attn), 1-NN, 3-NN, Nadaraya-Watson, least squares, GP
+    regression, the context mean and the Bayes predictor with the class's Sigma, on the very same
+    prompts. Writes evaluation.parquet, evaluation.csv and evaluation.png."""
     with user_errors():
         check_out_path(out_dir, "--out")
         if device is not None:

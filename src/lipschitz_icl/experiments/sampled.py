@@ -162,7 +162,7 @@ def train_continuous(L: float, *, tau: float, d: int, N: int, steps: int, batch:
         "n_eff": float((1.0 / attn.square().sum(-1)).mean()),
         "nn_distance": float(dist.min(-1).values.mean()),
         "error": float(0.5 * (y_hat - target).square().mean()),
-        "nw_error": float(0.5 * (nw - target).square().mean()),
+        "nadaraya_watson_error": float(0.5 * (nw - target).square().mean()),
     }
 
 
@@ -194,7 +194,7 @@ def exp_continuous(ctx: Context) -> list[ClaimResult]:
 
     stat = {"L": Ls, "Q_norm": [r["Q_norm"] for r in rows], "window": [r["window"] for r in rows],
             "n_eff": [r["n_eff"] for r in rows], "error": [r["error"] for r in rows],
-            "nadaraya_watson_error": [r["nw_error"] for r in rows], "slope_Q": sq, "slope_Q_se": se_q,
+            "nadaraya_watson_error": [r["nadaraya_watson_error"] for r in rows], "slope_Q": sq, "slope_Q_se": se_q,
             "slope_window": sw, "slope_window_se": se_w, "predicted_slope_Q": predicted}
     ok = math.isfinite(sq) and math.isfinite(sw)
     sup = ok and sq - margin(se_q) > 0 and sw + margin(se_w) < 0
