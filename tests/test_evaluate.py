@@ -33,7 +33,13 @@ def test_evaluate_cli_prints_the_baseline_table(trained):
     for name in ("trained", "lin-attn", "1-NN", "3-NN", "NW", "LS", "GP", "mean", "Bayes", "linear", "relu_net",
                  "held out"):
         assert name in result.stdout, name
+    # not a terminal: markdown tables with every digit, the lowest error of each row in bold
+    assert "| n | trained | lin-attn |" in result.stdout and "…" not in result.stdout
     table = pd.read_parquet(trained / "evaluation.parquet")
+    for n in (1, 4, 12):
+        row = table[(table["class"] == "linear") & (table.n_context == n)]
+        lowest = f"**{row.error.min():.3g}**"
+        assert any(line.startswith(f"| {n} |") and lowest in line for line in result.stdout.splitlines()), n
     assert list(table.columns) == COLUMNS
     assert len(table) == 3 * (3 + len(BASELINES)) * 2  # contexts x (model, lin. attn, baselines, Bayes) x classes
     pd.testing.assert_frame_equal(pd.read_csv(trained / "evaluation.csv"), table, check_dtype=False)

@@ -6,12 +6,10 @@ tables at full width (no column squeezed into 80 characters), ready to paste int
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 import typer
-from rich.table import Table
 
 from ..bench import Size, registered_sections, run_benchmarks
 from ..bench.extras import register_spec
@@ -19,19 +17,10 @@ from ..engines import device_option
 from ..errors import UserInputError
 from ..store import atomic_write_json
 from .common import cell, check_out_path, err, esc, out, user_errors
+from .grid import Grid, print_grid
 
 STYLE = {True: "green", False: "red", None: "yellow"}  # a target's colour by whether it was met
 EXPONENT_COLUMNS = ("engine", "scan", "time exponent", "memory exponent")
-
-
-@dataclass
-class Grid:
-    """A table as plain text cells, printable as a rich table or as markdown."""
-
-    title: str
-    columns: list[str]
-    rows: list[list[str]] = field(default_factory=list)
-    styles: list[str | None] = field(default_factory=list)  # the last cell's style, one per row
 
 
 def section_grids(name: str, section: dict) -> list[Grid]:
@@ -55,36 +44,6 @@ def targets_grid(targets: list[dict]) -> Grid:
         grid.rows.append([tg["name"], cell(tg["measured"]), f"{tg['op']} {tg['threshold']:g}{tg['unit']}", verdict])
         grid.styles.append(STYLE[tg["met"]])
     return grid
-
-
-def rich_table(grid: Grid) -> Table:
-    table = Table(title=esc(grid.title), title_justify="left")
-    for c in grid.columns:
-        table.add_column(esc(c), overflow="fold")
-    for i, row in enumerate(grid.rows):
-        cells = [esc(c) for c in row]
-        style = grid.styles[i] if i < len(grid.styles) else None
-        if style:
-            cells[-1] = f"[{style}]{cells[-1]}[/]"
-        table.add_row(*cells)
-    return table
-
-
-def markdown_table(grid: Grid) -> str:
-    """A GitHub-flavoured markdown table with its title in bold above it."""
-
-    def line(cells: list[str]) -> str:
-        return "| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
-
-    body = [line(grid.columns), "|" + "---|" * len(grid.columns), *(line(r) for r in grid.rows)]
-    return "\n".join([f"**{grid.title}**", "", *body, ""])
-
-
-def print_grid(grid: Grid, markdown: bool) -> None:
-    if markdown:
-        out.print(markdown_table(grid), markup=False, highlight=False, emoji=False, soft_wrap=True)
-    else:
-        out.print(rich_table(grid))
 
 
 def print_report(report: dict, json_path: Path | None, markdown: bool) -> None:

@@ -13,6 +13,7 @@ from ..errors import UserInputError
 from ..evaluate import LINEAR, MODEL, evaluate_run, write_evaluation
 from ..plots.evaluate import evaluation_figure
 from .common import check_out_path, check_run_dir, err, esc, out, progress_bar, user_errors
+from .grid import Grid, print_grid
 
 
 def _parse_contexts(text: str | None) -> list[int] | None:
@@ -31,31 +32,51 @@ SHORT = {MODEL: "trained", LINEAR: "lin-attn",
          "Nadaraya-Watson": "NW", "least squares": "LS", "context mean": "mean", "Bayes (Sigma)": "Bayes"}
 
 
+CAPTION = ("bold: lowest; trained: this run's model; lin-attn: linear attention trained by GD here; "
+           "NW Nadaraya-Watson, LS least squares, Bayes: kernel regression with the class's Sigma on the "
+           "feature ids; n*: more examples than the training N; standard errors in evaluation.csv")
+
+
+def _class_rows(table, cls: str, methods: list[str]) -> list[tuple[str, list[tuple[str, bool]]]]:
+    """Per context size of one class: its label (n, or n* beyond the training N) and, per method,
+    the error to 3 digits and whether it is the lowest."""
+    sub = table[table["class"] == cls]
+    best = sub.loc[sub.groupby("n_context")["error"].idxmin()].set_index("n_context")["method"]
+    rows = []
+    for n, group in sub.groupby("n_context", sort=True):
+        beyond = bool(group["beyond_N"].iloc[0]) if "beyond_N" in group else False
+        cells = [(f"{group[group.method == m].iloc[0].error:.3g}", best[n] == m) for m in methods]
+        rows.append((f"{n}*" if beyond else str(n), cells))
+    return rows
+
+
+def _title(cls: str, trained: str) -> str:
+    kind = "the run's class" if cls == trained else "held out"
+    return f"{cls} ({kind}): error 1/2 E[(y_hat - f(x_q))^2] on unseen functions"
+
+
 def evaluation_tables(table, trained: str) -> list[Table]:
     """One rich table per class: rows n_context, columns methods, cells the error (best in bold)."""
     tables = []
     methods = list(dict.fromkeys(table["method"]))
     for cls in dict.fromkeys(table["class"]):
-        sub = table[table["class"] == cls]
-        best = sub.loc[sub.groupby("n_context")["error"].idxmin()].set_index("n_context")["method"]
-        kind = "the run's class" if cls == trained else "held out"
-        t = Table(title=f"{esc(cls)} ({kind}): error 1/2 E[(y_hat - f(x_q))^2] on unseen functions",
-                  caption="bold: lowest; trained: this run's model; lin-attn: linear attention trained by GD here; "
-                          "NW Nadaraya-Watson, LS least squares, Bayes: kernel regression with the "
-                          "class's Sigma on the feature ids; n*: more examples than the training N; "
-                          "standard errors in evaluation.csv")
+        t = Table(title=esc(_title(cls, trained)), caption=CAPTION)
         t.add_column("n", justify="right")
         for m in methods:
             t.add_column(esc(SHORT.get(m, m)), justify="right")
-        for n, rows in sub.groupby("n_context", sort=True):
-            cells = []
-            for m in methods:
-                text = f"{rows[rows.method == m].iloc[0].error:.3g}"
-                cells.append(f"[bold]{text}[/]" if best[n] == m else text)
-            beyond = bool(rows["beyond_N"].iloc[0]) if "beyond_N" in rows else False
-            t.add_row(f"{n}*" if beyond else str(n), *cells)
+        for label, cells in _class_rows(table, cls, methods):
+            t.add_row(label, *(f"[bold]{text}[/]" if lowest else text for text, lowest in cells))
         tables.append(t)
     return tables
+
+
+def evaluation_grids(table, trained: str) -> list[Grid]:
+    """The same tables as plain cells for a file or a pipe (markdown; the lowest in **bold**)."""
+    methods = list(dict.fromkeys(table["method"]))
+    return [Grid(_title(cls, trained), ["n", *(SHORT.get(m, m) for m in methods)],
+                 [[label, *(f"**{text}**" if lowest else text for text, lowest in cells)]
+                  for label, cells in _class_rows(table, cls, methods)])
+            for cls in dict.fromkeys(table["class"])]
 
 
 def evaluate_command(
@@ -94,8 +115,13 @@ def evaluate_command(
             paths.append(evaluation_figure(table, Path(target) / "evaluation.png", title=run.config.model.kind))
         except OSError as e:
             raise UserInputError(f"cannot write the evaluation into {target}: {e.strerror or e}") from None
-    for t in evaluation_tables(table, run.config.task.kind):
-        out.print(t)
+    if out.is_terminal:
+        for t in evaluation_tables(table, run.config.task.kind):
+            out.print(t)
+    else:  # a file or a pipe: markdown tables, every digit, ready to paste
+        for grid in evaluation_grids(table, run.config.task.kind):
+            print_grid(grid, markdown=True)
+        out.print(CAPTION, markup=False, highlight=False, soft_wrap=True)
     for warning in table.attrs.get("warnings", []):
         err.print(f"[yellow]warning:[/] {esc(warning)}")
     err.print("wrote " + ", ".join(esc(p) for p in paths), highlight=False, soft_wrap=True)
