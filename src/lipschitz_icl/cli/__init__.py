@@ -46,14 +46,18 @@ def _root(
     widen_when_piped()
 
 
-app.command("run")(run_command)
-app.command("theory")(theory_command)
-app.command("analyze")(analyze_command)
+def _summary(command) -> str:
+    """The first sentence of a command's docstring on one line, for the command list of --help (rich
+    keeps a docstring's own line breaks, which broke that list mid-sentence)."""
+    first = " ".join((command.__doc__ or "").strip().split("\n\n")[0].split())
+    return first.split(". ")[0].rstrip(".") + "."
+
+
+for _name, _command in (("run", run_command), ("theory", theory_command), ("analyze", analyze_command),
+                        ("reproduce", reproduce_command), ("report", report_command),
+                        ("evaluate", evaluate_command), ("bench", bench_command)):
+    app.command(_name, short_help=_summary(_command))(_command)
 app.add_typer(sweep_app, name="sweep")
-app.command("reproduce")(reproduce_command)
-app.command("report")(report_command)
-app.command("evaluate")(evaluate_command)
-app.command("bench")(bench_command)
 
 
 def main() -> None:
