@@ -33,7 +33,11 @@ def claims_table_md(claims: list[ClaimResult], link_root: str = "") -> str:
 
 def _abridge(c: ClaimResult, limit: int = 160) -> str:
     """The statistic's rows, those its criterion names first (``ranked_rows``), cut at ``limit``."""
-    text = ", ".join(f"{k.replace(' › ', '.')}={v}" for k, v in ranked_rows(c.statistic, c.criterion))
+    def name(key: str) -> str:  # a › b › c as a[b][c]
+        head, *rest = key.split(" › ")
+        return head + "".join(f"[{part}]" for part in rest)
+
+    text = ", ".join(f"{name(k)}={v}" for k, v in ranked_rows(c.statistic, c.criterion))
     text = text if len(text) <= limit else text[: limit - 1] + "…"
     return text.replace("|", "\\|")
 
