@@ -140,16 +140,20 @@ def reproduce_command(
 
             try:
                 claims, meta = reproduce(names, out, quick=quick, seed=seed, workers=workers, progress=progress,
-                                         command=cmd, resume=resuming, log=_experiment_logger(), compare=compare,
-                                         fused=fused)
+                                         command=cmd, resume=resuming, log=_experiment_logger(),
+                                         compare=compare, fused=fused)
             except ExperimentsInterrupted as stop:
                 n = sum(c.statistic.get("status") == "interrupted" for c in stop.claims)
                 fail(f"interrupted ({stop.signal_name}): {n} claims marked interrupted in {out}/report.md; "
                      f"run the same command again to finish", 130)
     _print_claims(claims, meta, out)
-    if update_readme is not None:
-        ok = write_readme(update_readme, claims, str(out), meta)
-        console.print(f"README table {'updated' if ok else 'NOT updated (markers missing)'}: {esc(update_readme)}")
+    _update_readme(update_readme, claims, out, meta)
+
+
+def _update_readme(readme: Path | None, claims, out: Path, meta: dict) -> None:
+    if readme is not None:
+        ok = write_readme(readme, claims, str(out), meta)
+        console.print(f"README table {'updated' if ok else 'NOT updated (markers missing)'}: {esc(readme)}")
 
 
 def _print_claims(claims, meta: dict, out: Path) -> None:
