@@ -65,6 +65,13 @@ def _options_text(options: dict) -> str:
     return " ".join(flags)
 
 
+def _check_files(update_readme: Path | None, compare_with: Path | None) -> Comparison | None:
+    """--update-readme must name a file; --compare-with is loaded (a bad one is one line, exit 2)."""
+    if update_readme is not None and not update_readme.is_file():
+        raise UserInputError(f"--update-readme {update_readme}: no such file")
+    return Comparison.load(compare_with) if compare_with is not None else None
+
+
 def _fused_step(asked: bool | None) -> bool:
     """--fused/--no-fused, or by default whether numba is installed; --fused without numba is refused."""
     if asked and not fused_available():
@@ -122,9 +129,7 @@ def reproduce_command(
         check_out_path(out_dir, "--out")
         names, _ = resolve_targets(list(targets or ["all"]))
         suite = " ".join(names)
-        if update_readme is not None and not update_readme.is_file():
-            raise UserInputError(f"--update-readme {update_readme}: no such file")
-        compare = Comparison.load(compare_with) if compare_with is not None else None
+        compare = _check_files(update_readme, compare_with)
         fused = _fused_step(fused)
         out, resuming = _choose_out(out_dir, suite, quick, seed, fused, resume=resume, force=force)
         if resuming:
