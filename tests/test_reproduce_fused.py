@@ -49,7 +49,6 @@ def test_the_manifest_tells_fused_from_unfused_outputs():
 
 def test_fused_without_numba_is_one_line_and_exit_2(tmp_path, monkeypatch):
     monkeypatch.setattr(reproduce_module, "fused_available", lambda: False)
-    monkeypatch.setattr("lipschitz_icl.cli.reproduce.fused_available", lambda: False)
     result = cli.invoke(app, ["reproduce", "B4", "--quick", "--fused", "--out", str(tmp_path / "o")])
     assert result.exit_code == 2
     assert "needs numba" in result.output and "--no-fused" in result.output and "Traceback" not in result.output

@@ -59,6 +59,15 @@ def fused_available() -> bool:
     return importlib.util.find_spec("numba") is not None
 
 
+def resolve_fused(asked: bool | None, option: str = "fused", instead: str = "fused=False") -> bool:
+    """The kernel step to use: ``asked``, or by default whether numba is installed; asking for the
+    fused step without numba raises UserInputError naming ``option`` and what to pass ``instead``."""
+    if asked and not fused_available():
+        raise UserInputError(f"{option}: needs numba, which is not installed (pip install numba, or "
+                             f"lipschitz-icl[fused]); allowed: {instead}")
+    return fused_available() if asked is None else asked
+
+
 def kernel_step_name(fused: bool) -> str:
     return "fused (numba)" if fused else "unfused (torch)"
 
@@ -102,10 +111,7 @@ def reproduce(
     (a KeyboardInterrupt, with ``claims`` and ``meta``) is raised. ``fused`` (default: where numba is
     installed, ``fused_available()``) trains the kernel-engine runs that allow it with the compiled
     step (``engine.fused``), within 1e-12 relative of the unfused step and about 3x faster per run."""
-    fused = fused_available() if fused is None else fused
-    if fused and not fused_available():
-        raise UserInputError("the fused kernel step needs numba, which is not installed "
-                             "(pip install numba, or lipschitz-icl[fused]); allowed: the unfused step")
+    fused = resolve_fused(fused)
     names, experiments = resolve_targets([suite] if isinstance(suite, str) else list(suite))
     suite = " ".join(names)
     out.mkdir(parents=True, exist_ok=True)

@@ -16,10 +16,10 @@ from ..report import Comparison, sorted_claims
 from ..report import update_readme as write_readme
 from ..reproduce import (
     available_suites,
-    fused_available,
     options_of,
     recorded_options,
     reproduce,
+    resolve_fused,
     resolve_targets,
 )
 from ..store import claim_new_dir
@@ -43,10 +43,10 @@ def _choose_out(out_dir: Path | None, suite: str, quick: bool, seed: int, fused:
     out = out_dir or _default_out(suite, quick, resume)
     wanted = options_of(suite, quick, seed, fused)
     occupied = out.is_dir() and any(out.iterdir())
-    same = occupied and recorded_options(out) == wanted
+    found = recorded_options(out) if occupied else None
+    same = occupied and found == wanted
     if out.exists() and not out.is_dir():
         raise UserInputError(f"--out {out}: exists and is not a directory")
-    found = recorded_options(out) if occupied else None
     made_by = f"it holds `reproduce {_options_text(found)}`" if found else "it holds no reproduce output"
     if resume and not same:
         raise UserInputError(f"--resume: {out} cannot be resumed as `reproduce {_options_text(wanted)}` ({made_by})")
@@ -70,14 +70,6 @@ def _check_files(update_readme: Path | None, compare_with: Path | None) -> Compa
     if update_readme is not None and not update_readme.is_file():
         raise UserInputError(f"--update-readme {update_readme}: no such file")
     return Comparison.load(compare_with) if compare_with is not None else None
-
-
-def _fused_step(asked: bool | None) -> bool:
-    """--fused/--no-fused, or by default whether numba is installed; --fused without numba is refused."""
-    if asked and not fused_available():
-        raise UserInputError("--fused: needs numba, which is not installed (pip install numba, or "
-                             "lipschitz-icl[fused]); allowed: --no-fused")
-    return fused_available() if asked is None else asked
 
 
 def _experiment_logger():
@@ -130,7 +122,7 @@ def reproduce_command(
         names, _ = resolve_targets(list(targets or ["all"]))
         suite = " ".join(names)
         compare = _check_files(update_readme, compare_with)
-        fused = _fused_step(fused)
+        fused = resolve_fused(fused, "--fused", "--no-fused")
         out, resuming = _choose_out(out_dir, suite, quick, seed, fused, resume=resume, force=force)
         if resuming:
             err.print(esc(f"resuming in {out}: finished experiments are reused"), highlight=False)
