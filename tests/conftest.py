@@ -4,6 +4,8 @@ from pathlib import Path
 import pytest
 import torch
 
+import lipschitz_icl.papers  # noqa: F401  (the built-in papers register their claims and experiments)
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))  # so tests can import their plugin modules
 

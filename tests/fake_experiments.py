@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+import lipschitz_icl.papers  # noqa: F401  (the built-in claims: the fakes reuse the ids P1-P3)
 from lipschitz_icl.experiments import registry
 from lipschitz_icl.experiments.claims import claim
 from lipschitz_icl.experiments.runner import base_config, rel_runs, run_group

@@ -1,4 +1,5 @@
-"""The eps axis (R4), the delta axis and the Delta-axis geometry of P5 (experiments/axes.py, scaling.py)."""
+"""The eps axis (R4), the delta axis and the Delta-axis geometry of P5 (papers/questions/eps_axis.py,
+papers/li2025/delta_axis.py and scaling.py)."""
 
 import math
 from types import SimpleNamespace
@@ -8,9 +9,10 @@ import pytest
 
 import lipschitz_icl as li
 from lipschitz_icl.analysis import creep_decelerates, min_attention
-from lipschitz_icl.experiments import axes, paper
 from lipschitz_icl.experiments.runner import Context
 from lipschitz_icl.experiments.sizes import TINY
+from lipschitz_icl.papers.li2025 import two_phases
+from lipschitz_icl.papers.questions import eps_axis
 from lipschitz_icl.stopping import rel_key, rel_level
 
 
@@ -25,7 +27,7 @@ LEVELS = [rel_level(j) for j in range(1, 33)]
 
 
 def test_a_power_law_in_one_over_eps_reads_as_polynomial():
-    stat, interval = axes.eps_axis_statistic(_run_with({e: 50.0 / e for e in LEVELS}))
+    stat, interval = eps_axis.eps_axis_statistic(_run_with({e: 50.0 / e for e in LEVELS}))
     assert stat["levels_in_range"] == 9
     assert stat["eps_exponent"] == pytest.approx(1.0, abs=0.01)
     assert stat["rms_power_law"] < stat["rms_log_model"]
@@ -33,15 +35,15 @@ def test_a_power_law_in_one_over_eps_reads_as_polynomial():
 
 
 def test_a_logarithmic_time_reads_as_logarithmic():
-    stat, _ = axes.eps_axis_statistic(_run_with({e: 1000.0 * math.log(10 / e) for e in LEVELS}))
-    assert stat["eps_exponent"] < axes.LOG_MAX
+    stat, _ = eps_axis.eps_axis_statistic(_run_with({e: 1000.0 * math.log(10 / e) for e in LEVELS}))
+    assert stat["eps_exponent"] < eps_axis.LOG_MAX
     assert stat["rms_log_model"] <= stat["rms_power_law"]
     # T = a + b log(1/eps) has local log-log slope b / (a + b log(1/eps)), here 1 / log(10/eps)
     assert stat["log_model_local_slope"] == pytest.approx(1 / (math.log(10) + math.log(10**3.5)), rel=0.02)
 
 
 def test_R4_censored_at_tiny_size_names_what_would_decide_it(tmp_path):
-    (res,) = axes.exp_eps_axis(Context(out=tmp_path, quick=True, sizes=TINY))
+    (res,) = eps_axis.exp_eps_axis(Context(out=tmp_path, quick=True, sizes=TINY))
     assert res.id == "R4" and res.verdict == "inconclusive" and res.censored == 1
     assert "budget" in res.undecided_because and res.figures
 
@@ -72,7 +74,7 @@ def test_P1_is_flagged_forced_and_its_six_runs_share_one_rescaled_time(tmp_path)
     """Before, P1 split 3 of 6 runs because the slow ones hit a fixed step budget. With budgets in
     rescaled time every run reaches T_1, and eta L^2 T_1 is one number up to step discretisation."""
     ctx = Context(out=tmp_path, quick=True, sizes=TINY)
-    (res,) = paper.exp_regimes(ctx)
+    (res,) = two_phases.exp_regimes(ctx)
     assert res.forced and "eta L^2" in res.forced_reason
     s_T1 = res.statistic["s_T1_by_L"]
     missing = sum(v is None for v in s_T1.values())

@@ -4,6 +4,7 @@ own report section after the claims, with no verdict and outside the claims tabl
 from pathlib import Path
 
 import pandas as pd
+from claims_snapshot import check as check_snapshot
 from test_reproduce import _Checker
 
 from lipschitz_icl.evaluate import COLUMNS, MODEL
@@ -11,7 +12,7 @@ from lipschitz_icl.experiments import experiments_for, run_experiments
 from lipschitz_icl.experiments.claims import NO_VERDICT, claim
 from lipschitz_icl.experiments.runner import Context
 from lipschitz_icl.experiments.sizes import TINY
-from lipschitz_icl.experiments.vs_baselines import N_TRAIN
+from lipschitz_icl.papers.questions.vs_baselines import N_TRAIN
 from lipschitz_icl.report import write_report
 
 
@@ -22,6 +23,7 @@ def test_comparison_runs_at_tiny_size_and_gets_its_own_report_section(tmp_path):
     (c1,) = run_experiments(ctx, exps)
     assert c1.criterion != "(experiment failed)", c1.notes
     assert c1.comparison and c1.verdict == NO_VERDICT and c1.id == "C1"
+    check_snapshot([c1])
     table = pd.read_csv(tmp_path / c1.statistic["data"])
     assert list(table.columns) == COLUMNS
     assert table.n_context.max() == 4 * N_TRAIN and table.beyond_N.any()  # length generalisation: up to 4N

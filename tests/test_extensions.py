@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from claims_snapshot import check as check_snapshot
 from figure_layout import checked_figures
 
 from lipschitz_icl.experiments import experiments_for
@@ -35,6 +36,7 @@ def test_every_extension_runs_at_tiny_size(tmp_path, monkeypatch):
             assert all(len(pd.read_csv(tmp_path / f)) > 0 for f in c.data), c.data
             assert c.as_dict()["verdict"] == c.verdict  # JSON-ready
     assert sorted(ids) == sorted(["R1", "R2", "R3a", "R3b", "R3c", "R3d", "R4", "R5", "R6", "R7", "R8", "B7"])
+    check_snapshot([c for _, claims in results for c in claims])  # the numbers of tests/data/claims_tiny.json
     data = {c.id: c.data for _, claims in results for c in claims}
     assert data["B7"] == ["data/B7_trajectories.csv"] and data["R6"] == ["data/R6_per_L.csv"]
     b7 = pd.read_csv(tmp_path / "data" / "B7_trajectories.csv")

@@ -6,12 +6,13 @@ import math
 from lipschitz_icl.batch import run_many
 from lipschitz_icl.experiments import registered
 from lipschitz_icl.experiments.measure import score_move_ratio
-from lipschitz_icl.experiments.paper import _competition_events, phase_count
 from lipschitz_icl.experiments.runner import Context, base_config, with_overrides
 from lipschitz_icl.experiments.sizes import TINY
 from lipschitz_icl.experiments.uncertainty import bootstrap_loglog_slope
-from lipschitz_icl.experiments.writeup import _early_rate, _spearman
-from lipschitz_icl.experiments.writeup_model import train_blog
+from lipschitz_icl.papers.huang2024.phases import _competition_events, phase_count
+from lipschitz_icl.papers.writeup.early_rate import _early_rate
+from lipschitz_icl.papers.writeup.experiment import _spearman
+from lipschitz_icl.papers.writeup.model import train_blog
 from lipschitz_icl.problem import build_problem
 from lipschitz_icl.theory import eta_max
 

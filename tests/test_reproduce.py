@@ -4,6 +4,7 @@ from html.parser import HTMLParser
 
 import pandas as pd
 import pytest
+from claims_snapshot import check as check_snapshot
 from figure_layout import checked_figures, layout_problems
 
 from lipschitz_icl.experiments import experiments_for, run_experiments
@@ -94,6 +95,7 @@ def test_every_experiment_runs_at_tiny_size(tmp_path, suite, monkeypatch):
         assert all("look for" in c.captions.get(f, "").lower() for f in c.figures), (c.id, c.captions)
     undecided = [c.id for c in claims if c.verdict == INCONCLUSIVE and not c.undecided_because]
     assert not undecided, f"inconclusive without saying what would decide it: {undecided}"
+    check_snapshot(claims)  # every number as in tests/data/claims_tiny.json (a refactor changes none)
 
 
 def test_layout_check_finds_overlapping_ticks_and_a_clipped_title_and_save_fixes_the_ticks(tmp_path):

@@ -32,7 +32,7 @@ def test_suites_and_claims_mix_each_experiment_once_in_order():
 
 
 def test_unknown_target_names_the_allowed_ones():
-    with pytest.raises(UserInputError, match="'P99' is neither a suite nor a claim id.*paper.*R8"):
+    with pytest.raises(UserInputError, match="'P99' is neither a suite, a paper nor a claim id.*paper.*li2025.*R8"):
         resolve_targets(["P4", "P99"])
     res = cli.invoke(app, ["reproduce", "P99", "--quick"])
     assert res.exit_code == 2 and "Traceback" not in res.output

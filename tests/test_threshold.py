@@ -8,12 +8,13 @@ import pytest
 
 from lipschitz_icl.api import load_run
 from lipschitz_icl.experiments.claims import VERDICTS
-from lipschitz_icl.experiments.kernel import exp_label_noise
 from lipschitz_icl.experiments.runner import Context
 from lipschitz_icl.experiments.sizes import TINY
-from lipschitz_icl.experiments.threshold import exp_regimes_visible, exp_threshold
-from lipschitz_icl.experiments.threshold_measure import scaling_test, scaling_verdict
-from lipschitz_icl.experiments.writeup import exp_sample_size_bound
+from lipschitz_icl.papers.li2025.threshold import exp_threshold
+from lipschitz_icl.papers.li2025.threshold_measure import scaling_test, scaling_verdict
+from lipschitz_icl.papers.questions.label_noise import exp_label_noise
+from lipschitz_icl.papers.questions.regimes_visible import exp_regimes_visible
+from lipschitz_icl.papers.writeup.sample_size import exp_sample_size_bound
 
 DD = [0.06, 0.12, 0.35, 0.63, 1.9]  # Delta delta of five settings: a 30x span
 

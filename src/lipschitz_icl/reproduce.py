@@ -16,12 +16,13 @@ from pathlib import Path
 
 from . import __version__
 from .errors import UserInputError
-from .experiments import claim_ids, experiments_for, experiments_for_claims, run_experiments, suite_names
+from .experiments import claim_ids, experiments_for, experiments_for_claims, run_experiments, suite_names, suites
 from .experiments.checkpoint import ExperimentLog, ExperimentsInterrupted
-from .experiments.claims import ClaimResult
-from .experiments.registry import Experiment
+from .experiments.claims import STATEMENTS, ClaimResult
+from .experiments.registry import Experiment, paper_claims, paper_ids, papers
 from .experiments.runner import Context, ProgressHook
 from .interrupts import deferred_signals
+from .papers import load_plugins
 from .report import Comparison, software_meta, write_report
 from .store import atomic_write_json
 
@@ -33,25 +34,77 @@ def available_suites() -> list[str]:
     return suite_names()
 
 
+def available_papers() -> list[str]:
+    """The ids of the registered papers (built-in, and plugins' once loaded), in report order."""
+    return paper_ids()
+
+
+def _canonical(names: list[str]) -> list[str]:
+    """Each name once, in a fixed order (suites, then papers, then claims, each in registry order), so the
+    same selection always reads the same (``B4 H1`` and ``H1 B4`` are one set of options)."""
+    if "all" in names:
+        return ["all"]
+    order = [*available_suites(), *available_papers(), *claim_ids()]
+    return sorted(set(names), key=order.index)
+
+
 def resolve_targets(targets: list[str]) -> tuple[list[str], list[Experiment]]:
-    """Suite names (``all`` too) and claim ids (any case) -> (the names, normalised; the experiments
-    they need, each once, in claims-table order). An unknown name raises UserInputError naming the
-    allowed ones."""
-    suites, claims = available_suites(), claim_ids()
+    """Suite names (``all`` too), paper ids and claim ids (any case) -> (the names, normalised and in
+    canonical order; the experiments they need, each once, in claims-table order). An unknown name raises
+    UserInputError naming the allowed ones."""
+    suites, paper_names, claims = available_suites(), available_papers(), claim_ids()
     by_upper = {c.upper(): c for c in claims}
     names: list[str] = []
     for t in targets or ["all"]:
-        name = t if t in suites or t == "all" else by_upper.get(t.upper())
+        name = t if t in suites or t in paper_names or t == "all" else by_upper.get(t.upper())
         if name is None:
-            raise UserInputError(f"{t!r} is neither a suite nor a claim id (suites: {', '.join([*suites, 'all'])}; "
+            raise UserInputError(f"{t!r} is neither a suite, a paper nor a claim id (suites: "
+                                 f"{', '.join([*suites, 'all'])}; papers: {', '.join(paper_names)}; "
                                  f"claims: {', '.join(claims)})")
         names.append(name)
-    if "all" in names:
+    names = _canonical(names)
+    if names == ["all"]:
         return names, experiments_for(suites)
+    wanted = [c for n in names if n in paper_names for c in paper_claims(n)] + [n for n in names if n in claims]
     chosen = experiments_for([n for n in names if n in suites])
-    chosen += [e for e in experiments_for_claims([n for n in names if n not in suites]) if e not in chosen]
+    chosen += [e for e in experiments_for_claims(wanted) if e not in chosen]
     order = {e: i for i, e in enumerate(experiments_for(suites))}
     return names, sorted(chosen, key=lambda e: order.get(e, len(order)))
+
+
+def listing() -> dict:
+    """What ``reproduce --list`` shows: the papers with their claims (statement, experiment, suites) and
+    the suites with their experiments, from the registries."""
+    by_claim = {cid: exp for exp in experiments_for(available_suites()) for cid in exp.claims}
+    out = {"papers": [], "suites": {}}
+    for paper in papers():
+        rows = [{"id": cid, "statement": STATEMENTS.get(cid, ""), "experiment": by_claim[cid].__name__,
+                 "module": by_claim[cid].__module__, "suites": list(by_claim[cid].suites)}
+                for cid in paper_claims(paper.id)]
+        if rows:
+            out["papers"].append({"id": paper.id, **paper.as_meta(), "claims": rows})
+    for name, exps in suites().items():
+        out["suites"][name] = [{"experiment": e.__name__, "claims": list(e.claims)} for e in exps]
+    return out
+
+
+def listing_markdown() -> str:
+    """``listing()`` as markdown: per paper its citation, what of it was reachable and a table of its claims
+    (docs/CLAIMS.md holds this text between its ``papers`` markers; a test keeps the two equal)."""
+    data, parts = listing(), []
+    for paper in data["papers"]:
+        parts += [f"### {paper['id']}: {paper['citation']}", "", f"Reachable: {paper['reachable']}", "",
+                  "| id | claim | experiment | suites |", "|---|---|---|---|"]
+        for row in paper["claims"]:
+            where = row["module"].replace("lipschitz_icl.", "").replace(".", "/") + ".py"
+            statement = row["statement"].replace("|", "\\|")
+            suites_of = ", ".join(row["suites"])
+            parts.append(f"| {row['id']} | {statement} | `{row['experiment']}` (`{where}`) | {suites_of} |")
+        parts.append("")
+    parts += ["### Suites", "", "| suite | experiments (claims) |", "|---|---|"]
+    for name, exps in data["suites"].items():
+        parts.append(f"| {name} | " + "; ".join(f"`{e['experiment']}` ({', '.join(e['claims'])})" for e in exps) + " |")
+    return "\n".join(parts) + "\n"
 
 
 def fused_available() -> bool:
@@ -72,11 +125,12 @@ def kernel_step_name(fused: bool) -> str:
     return "fused (numba)" if fused else "unfused (torch)"
 
 
-def options_of(suite: str, quick: bool, seed: int, fused: bool = False) -> dict:
+def options_of(suite: str, quick: bool, seed: int, fused: bool = False, plugins: list[str] | None = None) -> dict:
     """What makes two reproduce outputs comparable (workers do not change the numbers; the fused
     step changes them within 1e-12 relative, but a resume never mixes the two)."""
-    return {"suite": suite, "size": "quick" if quick else "full", "seed": seed,
-            "kernel_step": kernel_step_name(fused), "version": __version__}
+    options = {"suite": suite, "size": "quick" if quick else "full", "seed": seed,
+               "kernel_step": kernel_step_name(fused), "version": __version__}
+    return {**options, "plugins": list(plugins)} if plugins else options
 
 
 def recorded_options(out: Path) -> dict | None:
@@ -101,6 +155,7 @@ def reproduce(
     log: ExperimentLog | None = None,
     compare: Comparison | None = None,
     fused: bool | None = None,
+    plugins: list[str] | None = None,
 ) -> tuple[list[ClaimResult], dict]:
     """Run suites (``available_suites()``, or ``all``) or the experiments that claims need (claim ids,
     e.g. ``["P4", "B3"]``), and write the report into ``out``.
@@ -110,12 +165,15 @@ def reproduce(
     the report is still written (meta ``status: interrupted``) and ``ExperimentsInterrupted``
     (a KeyboardInterrupt, with ``claims`` and ``meta``) is raised. ``fused`` (default: where numba is
     installed, ``fused_available()``) trains the kernel-engine runs that allow it with the compiled
-    step (``engine.fused``), within 1e-12 relative of the unfused step and about 3x faster per run."""
+    step (``engine.fused``), within 1e-12 relative of the unfused step and about 3x faster per run.
+    ``plugins`` names modules (a user's paper packages) to import first, so that their papers, claims and
+    suites can be named in ``suite``."""
+    load_plugins(list(plugins or []))
     fused = resolve_fused(fused)
     names, experiments = resolve_targets([suite] if isinstance(suite, str) else list(suite))
     suite = " ".join(names)
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out / MANIFEST_FILE, options_of(suite, quick, seed, fused))
+    atomic_write_json(out / MANIFEST_FILE, options_of(suite, quick, seed, fused, plugins))
     ctx = Context(out=out, quick=quick, seed=seed, workers=workers, progress=progress, fused=fused)
     start = time.perf_counter()
     stopped: ExperimentsInterrupted | None = None
@@ -130,6 +188,7 @@ def reproduce(
         "wall_s": round(time.perf_counter() - start, 1),
         "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), **software_meta(),
         "status": "interrupted" if stopped is not None else "finished",
+        "papers": {p.id: p.as_meta() for p in papers() if any(c.paper == p.id for c in claims)},
     }
     with deferred_signals():  # a further Ctrl-C waits until the report is whole
         write_report(out, claims, meta, compare)

@@ -12,10 +12,14 @@ from ..errors import UserInputError
 from ..experiments import claim_ids
 from ..experiments.checkpoint import ExperimentsInterrupted
 from ..experiments.claims import NO_VERDICT
+from ..papers import load_plugins
 from ..report import Comparison, sorted_claims
 from ..report import update_readme as write_readme
 from ..reproduce import (
+    available_papers,
     available_suites,
+    listing,
+    listing_markdown,
     options_of,
     recorded_options,
     reproduce,
@@ -37,11 +41,11 @@ def _default_out(suite: str, quick: bool, resume: bool = False) -> Path:
 
 
 def _choose_out(out_dir: Path | None, suite: str, quick: bool, seed: int, fused: bool, *, resume: bool,
-                force: bool) -> tuple[Path, bool]:
+                force: bool, plugins: list[str] | None = None) -> tuple[Path, bool]:
     """The output directory and whether to resume in it: a non-empty one made with the same options
     resumes (unless --force, which starts over); --resume requires such a directory."""
     out = out_dir or _default_out(suite, quick, resume)
-    wanted = options_of(suite, quick, seed, fused)
+    wanted = options_of(suite, quick, seed, fused, plugins)
     occupied = out.is_dir() and any(out.iterdir())
     found = recorded_options(out) if occupied else None
     same = occupied and found == wanted
@@ -62,6 +66,7 @@ def _options_text(options: dict) -> str:
     flags += ["--quick"] if options.get("size") == "quick" else []
     flags += [f"--seed {options['seed']}"] if options.get("seed") else []
     flags += ["--no-fused"] if str(options.get("kernel_step", "")).startswith("unfused") else []
+    flags += [f"--plugins {','.join(options['plugins'])}"] if options.get("plugins") else []
     return " ".join(flags)
 
 
@@ -87,9 +92,16 @@ def _experiment_logger():
 
 def reproduce_command(
     targets: list[str] = typer.Argument(
-        None, show_default=False, metavar="[SUITE|CLAIM]...",
-        help=f"Suites ({' | '.join([*available_suites(), 'all'])}; default all) and/or claim ids "
-             f"({', '.join(claim_ids())}): only the experiments those claims need run."),
+        None, show_default=False, metavar="[SUITE|PAPER|CLAIM]...",
+        help=f"Suites ({' | '.join([*available_suites(), 'all'])}; default all), papers "
+             f"({', '.join(available_papers())}) and/or claim ids ({', '.join(claim_ids())}): only the experiments "
+             "those claims need run."),
+    paper: list[str] = typer.Option(None, "--paper", help="A paper's claims (repeatable): the same as naming the "
+                                    "paper id as a target; `--list` shows the papers."),
+    list_only: bool = typer.Option(False, "--list", help="List the papers, their claims and the suites, then exit."),
+    markdown: bool = typer.Option(False, "--markdown", help="With --list: print it as markdown (docs/CLAIMS.md)."),
+    plugins: str = typer.Option("", "--plugins", help="Comma-separated modules to import first: a user's paper "
+                                "packages (README, 'Adding a paper'), e.g. --plugins mypaper."),
     quick: bool = typer.Option(False, "--quick", help="Reduced sizes: a few minutes on a laptop CPU."),
     out_dir: Path = typer.Option(None, "--out", "-o",
                                  help="Output directory (default: reproduce-out/<suite>[-quick])."),
@@ -118,12 +130,18 @@ def reproduce_command(
     reuses the finished experiments and runs the rest.
     """
     with user_errors(), sigterm_as_interrupt():
+        plugin_list = [m.strip() for m in plugins.split(",") if m.strip()]
+        load_plugins(plugin_list)
+        if list_only:
+            typer.echo(listing_markdown(), nl=False) if markdown else _print_listing()
+            return
         check_out_path(out_dir, "--out")
-        names, _ = resolve_targets(list(targets or ["all"]))
+        names, _ = resolve_targets([*(targets or []), *(paper or [])] or ["all"])
         suite = " ".join(names)
         compare = _check_files(update_readme, compare_with)
         fused = resolve_fused(fused, "--fused", "--no-fused")
-        out, resuming = _choose_out(out_dir, suite, quick, seed, fused, resume=resume, force=force)
+        out, resuming = _choose_out(out_dir, suite, quick, seed, fused, resume=resume, force=force,
+                                    plugins=plugin_list)
         if resuming:
             err.print(esc(f"resuming in {out}: finished experiments are reused"), highlight=False)
         cmd = f"lipschitz-icl reproduce {suite}" + (" --quick" if quick else "")
@@ -138,13 +156,31 @@ def reproduce_command(
             try:
                 claims, meta = reproduce(names, out, quick=quick, seed=seed, workers=workers, progress=progress,
                                          command=cmd, resume=resuming, log=_experiment_logger(),
-                                         compare=compare, fused=fused)
+                                         compare=compare, fused=fused, plugins=plugin_list)
             except ExperimentsInterrupted as stop:
                 n = sum(c.statistic.get("status") == "interrupted" for c in stop.claims)
                 fail(f"interrupted ({stop.signal_name}): {n} claims marked interrupted in {out}/report.md; "
                      f"run the same command again to finish", 130)
     _print_claims(claims, meta, out)
     _update_readme(update_readme, claims, out, meta)
+
+
+def _print_listing() -> None:
+    """The papers with their claims, then the suites with their experiments (``reproduce --list``)."""
+    data = listing()
+    for paper in data["papers"]:
+        table = Table(title=f"{esc(paper['id'])}: {esc(paper['citation'])}", title_justify="left")
+        for col in ("claim", "statement", "experiment", "suites"):
+            table.add_column(col, overflow="fold")
+        for row in paper["claims"]:
+            table.add_row(esc(row["id"]), esc(row["statement"]), esc(row["experiment"]), esc(", ".join(row["suites"])))
+        console.print(table)
+    suites_table = Table(title="suites (lipschitz-icl reproduce SUITE)", title_justify="left")
+    suites_table.add_column("suite")
+    suites_table.add_column("experiments (claims)", overflow="fold")
+    for name, exps in data["suites"].items():
+        suites_table.add_row(esc(name), esc("; ".join(f"{e['experiment']} ({', '.join(e['claims'])})" for e in exps)))
+    console.print(suites_table)
 
 
 def _update_readme(readme: Path | None, claims, out: Path, meta: dict) -> None:

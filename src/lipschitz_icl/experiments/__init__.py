@@ -1,36 +1,29 @@
-"""Experiments behind ``lipschitz-icl reproduce``: each tests claims of docs/CLAIMS.md and returns
-ClaimResults whose verdicts come from measurements. Not imported by the core.
-
-Each experiment module registers its experiments with ``@registry.experiment(*claim_ids,
-suites=...)`` when imported below; the suites come from that registry, in import order."""
+"""The machinery behind ``lipschitz-icl reproduce``: the claim and verdict types (``claims``), the
+registries of papers and experiments (``registry``), running an experiment's configs (``runner``),
+checkpoints and resume (``checkpoint``), measurements, intervals and figure helpers. The claims
+themselves live in ``lipschitz_icl.papers``, one package per source, which registers them when
+imported. Not imported by the core."""
 
 from __future__ import annotations
 
-from . import (  # noqa: F401  (registration)
-    axes,
-    kernel,
-    linear_vs_nonlinear,
-    paper,
-    sampled,
-    scaling,
-    step_size,
-    threshold,
-    vs_baselines,
-    writeup,
-)
 from .checkpoint import ExperimentLog, run_all
-from .claims import ClaimResult
+from .claims import ClaimResult, claim, verdict
 from .registry import (
     Experiment,
+    Paper,
     claim_ids,
     experiment,
     experiments_for,
     experiments_for_claims,
+    paper_claims,
+    paper_ids,
+    papers,
+    register_paper,
     registered,
     suite_names,
     suites,
 )
-from .runner import Context
+from .runner import Context, base_config, kernel_base, paper_base, rel_runs, run_group, sampled_base, with_overrides
 
 
 def run_experiments(ctx: Context, experiments: list[Experiment], resume: bool = False,
@@ -41,7 +34,8 @@ def run_experiments(ctx: Context, experiments: list[Experiment], resume: bool = 
 
 
 __all__ = [
-    "Context", "Experiment", "claim_ids", "experiment", "experiments_for", "experiments_for_claims", "registered",
-    "run_experiments", "suite_names",
-    "suites",
+    "ClaimResult", "Context", "Experiment", "Paper", "base_config", "claim", "claim_ids", "experiment",
+    "experiments_for", "experiments_for_claims", "kernel_base", "paper_base", "paper_claims", "paper_ids", "papers",
+    "register_paper", "registered", "rel_runs", "run_experiments", "run_group", "sampled_base", "suite_names",
+    "suites", "verdict", "with_overrides",
 ]

@@ -14,79 +14,27 @@ from typing import Any
 SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE = "supported", "not supported", "inconclusive"
 VERDICTS = (SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE)
 
-# Every claim the suites test (docs/CLAIMS.md), in report order: the paper (P), its predecessor (H),
-# the companion write-up (B) and this project's open questions (R).
-STATEMENTS: dict[str, str] = {
-    "P1": "Two phases: a query's attention to tokens of its own feature rises fast at first, then creeps toward 1.",
-    "P2": "Attention to irrelevant features decays more slowly than the target attention rises, and can oscillate.",
-    "P3": "At convergence every query attends to its own feature (Attn_k -> 1 for all k) and the prediction error "
-    "on functions never seen in training is below eps.",
-    "P4": "The Lipschitz constant L governs the dynamics: a threshold L* of order 1/(Delta delta) separates a flat "
-    "regime (L < L*) from a sharp regime (L > L*).",
-    "P4a": "Threshold, relative-accuracy reading: with eps relative to the initial loss and a fixed step size, the "
-    "convergence time changes behaviour along L, at an L of order L* = 1/(Delta delta).",
-    "P4b": "Threshold, absolute-accuracy reading: with a fixed absolute eps and a fixed step size, the convergence "
-    "time changes behaviour at an L_x that scales as 1/(Delta delta) across settings.",
-    "P4c": "Threshold, label-noise reading: with label noise tau > 0, the attention at the loss's optimum "
-    "concentrates on the query's own feature (min_k Attn_k > 1/2) above an L_tau that scales as 1/(Delta delta) "
-    "across settings.",
-    "P4d": "Threshold, step-size reading: at a fixed step size, gradient descent changes behaviour (instability, or "
-    "saturation in one step) above an L_x that scales as 1/(Delta delta) across settings.",
-    "P5": "Flat regime: convergence time of order K log(K/eps) / (eta delta^2 L^2 Delta^2), i.e. slopes -2 in L, "
-    "-2 in Delta, -1 in eta, about K log K in K.",
-    "P6": "The flat regime tolerates larger step sizes; the sharp regime has larger gradients and needs smaller ones.",
-    "P7": "With step sizes tuned to each regime, the flat regime converges faster when high accuracy (small eps) is "
-    "asked; when L is large relative to the accuracy asked, the sharp regime is faster.",
-    "P8": "All of this holds beyond orthonormal features and beyond linear functions: for general non-degenerate "
-    "L-Lipschitz functions.",
-    "H1": "Balanced features: two-phase convergence to near-zero error.",
-    "H2": "Imbalanced features: the dominant feature converges first (one phase); the rare features converge later, "
-    "through more phases.",
-    "B1": "Fast phase lasts about 1/(eta L) steps; slow phase about 1/(eta L^2).",
-    "B2": "Above the threshold, error <= eps + O(d/n); below it, eps + O(L^2 d / n) (n: examples).",
-    "B3": "The threshold is about sqrt(d/n).",
-    "B4": "Early on, the target attention alpha obeys d alpha/dt ~ eta sigma'(g) g (1 - alpha) for a score gap g: "
-    "growth toward 1 at a rate of about eta g.",
-    "B5": "Larger L gives more concentrated final attention, lower final loss and faster convergence "
-    "(the write-up's experiment).",
-    "B6": "Linear ICL converges in a single phase with no dependence on L; nonlinear ICL has two.",
-    "B7": "Train with high-L examples first (a curriculum over L) to focus attention faster; small L needs more "
-    "examples.",
-    "R1": "Finite training sets (R1): trained on a fixed set of M prompts instead of the population loss, the model "
-    "still learns in context: its error on unseen functions does not grow with M and, at the largest M, is within a "
-    "factor 2 of population training.",
-    "R2": "Gradient descent on separate W_K, W_Q (R2) goes through the same phases as on the merged Q: a fast rise "
-    "of min_k Attn_k to 1/2, then a slower creep toward 1 (after a plateau while the small initial weights grow).",
-    "R3a": "Non-uniform p_k (R3): with imbalanced features (p_1 = 0.6, the other four 0.1 each) and a nonlinear "
-    "class, the dominant feature converges first and every Attn_k still converges (H2 beyond the linear case).",
-    "R3b": "Token noise that is not small (R3): with sigma up to 1 (noise as large as the features themselves, "
-    "Delta = sqrt 2), the trained attention still concentrates on the query's own feature (min_k Attn_k >= 1/2).",
-    "R3c": "L far beyond the sharp range (R3): with L up to 100 L* and a fixed step size, gradient descent still "
-    "drives every Attn_k to 1 (no saturation on a wrong pattern), and convergence to a relative accuracy does not "
-    "slow down as L grows (B5's 'larger L converges faster').",
-    "R3d": "Label noise: with noisy context labels y_i = f(x_i) + tau eps_i, the trained attention still converges "
-    "to the query's own feature (min_k Attn_k >= 0.9) and the error on clean targets of unseen functions reaches the "
-    "noise floor of averaging the own-feature labels.",
-    "R4": "Convergence is logarithmic in the accuracy asked (R4): the steps to bring the loss to a fraction eps of "
-    "its initial value grow like log(1/eps), as the flat-regime time K log(K/eps) / (eta delta^2 L^2 Delta^2) says, "
-    "not like a power of 1/eps.",
-    "R5": "The two regimes separate visibly (R5): plotted against L/L*, some reading of the threshold shows a change "
-    "of behaviour at the same L/L*, of order 1, in every setting.",
-    "R6": "No context token close to the query (R6): with continuous inputs the trained attention acts as a kernel "
-    "smoother whose sharpness grows with L: ||Q|| increases and the attention window shrinks as L grows "
-    "(kernel-regression theory with label noise: ||Q|| ~ L^(4/(m+2)), m the inputs' dimension).",
-    "R7": "Deeper and multi-head transformers (R7): in a 2-layer, 4-head transformer trained on the same task, some "
-    "head reproduces the paper's mechanism, Attn_k -> 1 for every k.",
-    "R8": "The linear case, L = ||w|| (R8): with balanced orthonormal features (the predecessor's setting) every "
-    "Attn_k converges and the error reaches eps, and the dynamics depend on L through eta L^2: the end of the fast "
-    "phase T_1 scales as L^-2 (the flat-regime rate with delta = 1/sqrt(d)).",
-}
+# The claim tables, filled by registration (``registry.experiment`` and ``registry.register_paper``): each claim's
+# statement lives in the file of its experiment, under the package of its paper (``lipschitz_icl.papers``).
+STATEMENTS: dict[str, str] = {}  # claim id -> statement
+PAPER_OF: dict[str, str] = {}  # claim id -> the id of the paper (source) it comes from
+PAPER_ORDER: list[str] = []  # paper ids, in registration order: the report's order of sources
+_POSITION: dict[str, int] = {}  # claim id -> its place within its paper (the paper's list, then registration)
 
 
-def claim_rank(cid: str) -> tuple[int, str]:
-    """A claim's place in the report: its row in STATEMENTS; ids missing from it come last, by id."""
-    ids = list(STATEMENTS)
-    return (ids.index(cid), "") if cid in ids else (len(ids), cid)
+def place_claim(cid: str, paper: str, position: int) -> None:
+    """Record that claim ``cid`` belongs to ``paper`` at ``position`` within it (registry use)."""
+    PAPER_OF[cid] = paper
+    _POSITION[cid] = position
+
+
+def claim_rank(cid: str) -> tuple[int, int, str]:
+    """A claim's place in the report: its paper's place among the registered papers, then its place
+    within that paper; claims of no registered paper come last, by id."""
+    paper = PAPER_OF.get(cid)
+    if paper not in PAPER_ORDER:
+        return len(PAPER_ORDER), 0, cid
+    return PAPER_ORDER.index(paper), _POSITION.get(cid, 0), cid
 
 
 @dataclass
@@ -114,6 +62,7 @@ class ClaimResult:
     captions: dict[str, str] = field(default_factory=dict)  # figure path -> what to look at (optional)
     # a comparison with baselines, not a claim: no verdict; the report puts it in its own section after the claims
     comparison: bool = False
+    paper: str = ""  # the id of the paper (source) the claim comes from (lipschitz_icl.papers)
 
     def as_dict(self) -> dict[str, Any]:
         return _clean(asdict(self))

@@ -17,9 +17,9 @@ import math
 
 import numpy as np
 
-from ..api import Run
-from .measure import crossing_times
-from .runner import Context, run_group, with_overrides
+from ...api import Run
+from ...experiments.measure import crossing_times
+from ...experiments.runner import Context, run_group, with_overrides
 from .threshold_measure import Setting
 
 ABS_EPS = 1e-2  # P4b's absolute accuracy

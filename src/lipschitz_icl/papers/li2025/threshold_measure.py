@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..config import Config
-from ..optimum import Crossing, ScoreObjective, attention_crossing
-from ..problem import build_problem
-from ..theory import hessian_top_eigenvalue_at_init, theory_of
-from .runner import Context, run_group, with_overrides
+from ...config import Config
+from ...experiments.runner import Context, run_group, with_overrides
+from ...optimum import Crossing, ScoreObjective, attention_crossing
+from ...problem import build_problem
+from ...theory import hessian_top_eigenvalue_at_init, theory_of
 
 # (name, overrides): every setting has K = 5; Delta delta varies with the geometry (d, features.scale,
 # gaussian features) and the class. The first three are the TINY size's.

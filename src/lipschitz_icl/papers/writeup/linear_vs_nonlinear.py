@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import plots
-from ..analysis import analyze_run_object
-from .claims import ClaimResult, claim
-from .figures import captioned
-from .measure import L_star_of, fit_dict, safe_fit
-from .registry import experiment
-from .runner import Context, paper_base, rel_runs, run_group, with_overrides
+from ... import plots
+from ...analysis import analyze_run_object
+from ...experiments.claims import ClaimResult, claim
+from ...experiments.figures import captioned
+from ...experiments.measure import L_star_of, fit_dict, safe_fit
+from ...experiments.registry import experiment
+from ...experiments.runner import Context, paper_base, rel_runs, run_group, with_overrides
 
 CLASSES = ("linear", "relu_net", "sinusoid", "rbf")
+
+
+STATEMENTS = {  # the claims this file tests, word for word as the report and docs/CLAIMS.md give them
+    "B6": "Linear ICL converges in a single phase with no dependence on L; nonlinear ICL has two.",
+}
 
 
 CAPTIONS = {  # figure stem -> what is plotted, what to look for, what would contradict the claim
@@ -24,7 +29,7 @@ CAPTIONS = {  # figure stem -> what is plotted, what to look for, what would con
 }
 
 
-@experiment("B6", suites=("linear",))
+@experiment("B6", suites=("linear",), statements=STATEMENTS)
 @captioned(CAPTIONS)
 def exp_linear_vs_nonlinear(ctx: Context) -> list[ClaimResult]:
     crit = ("For each class, L in {0.5, 1, 2, 4} x L* of its setting, eps = 1e-3 of the initial loss: phases detected "

@@ -5,12 +5,12 @@ verdict; the report shows it in its own section after the claims, and its number
 
 from __future__ import annotations
 
-from .. import plots
-from ..evaluate import EVALUATION_CSV, LINEAR, MODEL, default_contexts, evaluate_run, write_evaluation
-from ..plots.evaluate import draw_evaluation
-from .claims import ClaimResult, comparison
-from .registry import experiment
-from .runner import Context, paper_base, rel_runs, run_group, single_threaded, with_overrides
+from ... import plots
+from ...evaluate import EVALUATION_CSV, LINEAR, MODEL, default_contexts, evaluate_run, write_evaluation
+from ...experiments.claims import ClaimResult, comparison
+from ...experiments.registry import experiment
+from ...experiments.runner import Context, paper_base, rel_runs, run_group, single_threaded, with_overrides
+from ...plots.evaluate import draw_evaluation
 
 C1_STATEMENT = ("Comparison with baselines (not a claim): the trained softmax attention model's error on unseen "
                 "functions against the number of context examples, from 1 to 4N (beyond the training N: length "

@@ -14,17 +14,17 @@ import math
 
 import numpy as np
 
-from .. import plots
-from ..analysis import analyze_run_object
-from ..config import Config
-from ..problem import build_problem
-from ..theory import eta_max
-from .claims import ClaimResult, claim
-from .figures import captioned
-from .measure import L_star_of, crossing_times
-from .registry import experiment
-from .runner import Context, paper_base, rel_runs, run_group, with_overrides
-from .uncertainty import Margin, bootstrap_loglog_slope, interval_dict, ratio_spread
+from ... import plots
+from ...analysis import analyze_run_object
+from ...config import Config
+from ...experiments.claims import ClaimResult, claim
+from ...experiments.figures import captioned
+from ...experiments.measure import L_star_of, crossing_times
+from ...experiments.registry import experiment
+from ...experiments.runner import Context, paper_base, rel_runs, run_group, with_overrides
+from ...experiments.uncertainty import Margin, bootstrap_loglog_slope, interval_dict, ratio_spread
+from ...problem import build_problem
+from ...theory import eta_max
 
 P6_TAU = 1.0  # label noise tau of P6's unforced reading (of the order of L* = 1.58)
 P6_MARGIN = Margin(0.0, 0.2)  # eta_max slope in L: "does not fall with L" means within 0 +- 0.2
@@ -53,6 +53,13 @@ def _eta_max_by_L(cfg: Config, Ls: list[float], tau: float = 0.0) -> dict[float,
             for L in Ls}
 
 
+STATEMENTS = {  # the claims this file tests, word for word as the report and docs/CLAIMS.md give them
+    "P6": "The flat regime tolerates larger step sizes; the sharp regime has larger gradients and needs smaller ones.",
+    "P7": "With step sizes tuned to each regime, the flat regime converges faster when high accuracy (small eps) is "
+    "asked; when L is large relative to the accuracy asked, the sharp regime is faster.",
+}
+
+
 CAPTIONS = {  # figure stem -> what is plotted, what to look for, what would contradict the claim
     "tuned_step_size": (
         "Left: the largest stable step size eta_max = 2 / lambda_max (Hessian at Q = 0) against L, noise-free (slope "
@@ -64,7 +71,7 @@ CAPTIONS = {  # figure stem -> what is plotted, what to look for, what would con
 }
 
 
-@experiment("P6", "P7", suites=("paper",))
+@experiment("P6", "P7", suites=("paper",), statements=STATEMENTS)
 @captioned(CAPTIONS)
 def exp_tuned(ctx: Context) -> list[ClaimResult]:
     """(d) step size per L: eta_max from the Hessian at Q = 0, with and without label noise; runs at

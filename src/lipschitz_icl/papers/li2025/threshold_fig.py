@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
-from .. import plots
-from .runner import Context
+from ... import plots
+from ...experiments.runner import Context
 from .threshold_absolute import ABS_EPS, predicted_curve
 from .threshold_measure import LEVEL, TAU, rescaled_time
 

@@ -14,18 +14,18 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import plots
-from ..api import Run
-from ..config import Config
-from ..fits import Fit
-from ..store import atomic_write_npy
-from .axes import DELTA_CLASSES, DELTA_CV_AGREES, DELTA_CV_DISAGREES, DeltaAxis, delta_axis
-from .claims import ClaimResult, claim
-from .figures import captioned
-from .measure import L_star_of, breakpoint_loglog, fit_dict, safe_fit, slope_matches
-from .registry import experiment
-from .runner import Context, censored_runs, paper_base, rel_runs, run_group, with_budget, with_overrides
-from .uncertainty import bootstrap_loglog_slope
+from ... import plots
+from ...api import Run
+from ...config import Config
+from ...experiments.claims import ClaimResult, claim
+from ...experiments.figures import captioned
+from ...experiments.measure import L_star_of, breakpoint_loglog, fit_dict, safe_fit, slope_matches
+from ...experiments.registry import experiment
+from ...experiments.runner import Context, censored_runs, paper_base, rel_runs, run_group, with_budget, with_overrides
+from ...experiments.uncertainty import bootstrap_loglog_slope
+from ...fits import Fit
+from ...store import atomic_write_npy
+from .delta_axis import DELTA_CLASSES, DELTA_CV_AGREES, DELTA_CV_DISAGREES, DeltaAxis, delta_axis
 
 AXIS_MARGIN, AXIS_CAP = 10.0, 25  # budgets: 10x the theory's time on the flat axes; never above 25x the size's budget
 
@@ -82,6 +82,13 @@ class FlatAxes:
     fit_Delta_tilt: Fit | None  # the uniform tilt: a rescaling, slope -6 forced (UNIFORM_TILT_NOTE)
 
 
+STATEMENTS = {  # the claims this file tests, word for word as the report and docs/CLAIMS.md give them
+    "P5": "Flat regime: convergence time of order K log(K/eps) / (eta delta^2 L^2 Delta^2), i.e. slopes -2 in L, "
+    "-2 in Delta, -1 in eta, about K log K in K.",
+    "B1": "Fast phase lasts about 1/(eta L) steps; slow phase about 1/(eta L^2).",
+}
+
+
 CAPTIONS = {  # figure stem -> what is plotted, what to look for, what would contradict the claim
     "scaling_L": (
         "T_1 (left) and T_eps (right) against L, log-log, one point per run and seed; black: lines fitted below "
@@ -97,7 +104,7 @@ CAPTIONS = {  # figure stem -> what is plotted, what to look for, what would con
 }
 
 
-@experiment("P5", "B1", suites=("paper", "blog"))
+@experiment("P5", "B1", suites=("paper", "blog"), statements=STATEMENTS)
 @captioned(CAPTIONS)
 def exp_scaling(ctx: Context) -> list[ClaimResult]:
     """(c) T_1 and T_eps against L from L*/4 to 10 L* (and against eta, Delta, K in the flat regime). Every run

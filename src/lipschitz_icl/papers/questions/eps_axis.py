@@ -1,44 +1,52 @@
-"""The eps and delta axes of the flat-regime time scale K log(K/eps) / (eta delta^2 L^2 Delta^2).
-
-R4: one long run of the quickstart in rescaled time s = eta L^2 t, with the trainer's exact first
-step T_eps at each relative eps of a grid (summary ``T_rel``, eight per decade); is T_eps
-logarithmic in 1/eps, as K log(K/eps) says, or a power of 1/eps?
-
-The delta axis (part of P5's statistic, run from scaling.py): T_1 eta L^2 delta^2 Delta^2 across
-task classes at the quickstart geometry, each at L = L*/2 of its class; P5's scale predicts one value.
-"""
+"""T_eps against relative eps over four decades, from one run's exact crossing steps."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
-from .. import plots
-from ..api import Run
-from .claims import ClaimResult, claim
-from .figures import captioned
-from .measure import L_star_of
-from .registry import experiment
-from .runner import (
+from ... import plots
+from ...api import Run
+from ...experiments.claims import ClaimResult, claim
+from ...experiments.figures import captioned
+from ...experiments.registry import experiment
+from ...experiments.runner import (
     Context,
-    censored_runs,
     paper_base,
     rel_runs,
     run_group,
     single_threaded,
     with_budget,
-    with_overrides,
 )
 
+STATEMENTS = {  # the claims this file tests, word for word as the report and docs/CLAIMS.md give them
+    "R4": "Convergence is logarithmic in the accuracy asked (R4): the steps to bring the loss to a fraction eps of "
+    "its initial value grow like log(1/eps), as the flat-regime time K log(K/eps) / (eta delta^2 L^2 Delta^2) says, "
+    "not like a power of 1/eps.",
+}
+
+
+CAPTIONS = {  # figure stem -> what is plotted, what to look for, what would contradict the claim
+    "eps_axis": (
+        "One long run: the rescaled time s = eta L^2 T_eps to reach each relative eps, against 1/eps (shaded: the "
+        "range fitted); black: a power law, red dashed: a + b log(1/eps). Left log-log; right log x, where a straight "
+        "line is logarithmic growth. Look for the points on the red dashed line and a small fitted exponent. Points "
+        "on the black power law with a clearly positive exponent (curving upward on the right panel) contradict R4."),
+}
+
+
 EPS_RANGE = (1e-4, 1e-3)  # relative eps over which eps_exponent is measured
+
+
 LOG_MAX, POLY_MIN = 0.25, 0.5  # eps_exponent margins: logarithmic at most LOG_MAX, polynomial at least POLY_MIN
+
+
 MIN_LEVELS = 5  # levels of the T_rel grid inside EPS_RANGE needed for a verdict
+
+
 R4_ETA = 4.0  # eta L^2 = 16 at L = 2: the same trajectory in s as eta = 1 (the quickstart table of runner)
-DELTA_CLASSES = ("linear", "relu_net", "rbf", "sinusoid", "norm")
-DELTA_CV_AGREES, DELTA_CV_DISAGREES = 0.25, 0.5  # P5's delta axis: one value across classes
-DELTA_EPS = 0.1  # the delta-axis runs stop at this relative loss, well past T_1 (s ~ 400 against ~ 170)
+
 
 CRITERION_R4 = (
     f"One quickstart run (K = 5 orthonormal, linear, L = 2, eta = {R4_ETA:g}: eta L^2 = 16, the same trajectory "
@@ -52,16 +60,7 @@ CRITERION_R4 = (
     f"better. Inconclusive otherwise, or with fewer than {MIN_LEVELS} levels reached in the range (censored).")
 
 
-CAPTIONS = {  # figure stem -> what is plotted, what to look for, what would contradict the claim
-    "eps_axis": (
-        "One long run: the rescaled time s = eta L^2 T_eps to reach each relative eps, against 1/eps (shaded: the "
-        "range fitted); black: a power law, red dashed: a + b log(1/eps). Left log-log; right log x, where a straight "
-        "line is logarithmic growth. Look for the points on the red dashed line and a small fitted exponent. Points "
-        "on the black power law with a clearly positive exponent (curving upward on the right panel) contradict R4."),
-}
-
-
-@experiment("R4", suites=("extensions",))
+@experiment("R4", suites=("extensions",), statements=STATEMENTS)
 @captioned(CAPTIONS)
 @single_threaded
 def exp_eps_axis(ctx: Context) -> list[ClaimResult]:
@@ -139,34 +138,3 @@ def _eps_figure(ctx: Context, run: Run, stat: dict) -> str:
     return plots.save(fig, ctx.out, "eps_axis")
 
 
-# ----------------------------------------------------------------------------- the delta axis (P5)
-
-
-@dataclass
-class DeltaAxis:
-    """T_1 eta L^2 delta^2 Delta^2 per class, its coefficient of variation, censored runs, the runs."""
-    values: dict[str, float | None]
-    cv: float | None
-    censored: list[str]
-    runs: list[Run]
-
-
-def delta_axis(ctx: Context) -> DeltaAxis:
-    """Every class of DELTA_CLASSES at the quickstart geometry and L = L*/2 of its class, budget in T_f."""
-    S = ctx.sizes
-    base = paper_base(ctx, f"task.kernel_samples={S.kernel_samples}")
-    configs = []
-    for cls in DELTA_CLASSES:
-        c = with_overrides(base, [f"task.kind={cls}", "task.L=1"])
-        c = with_overrides(c, [f"task.L={0.5 * L_star_of(c):.6g}", f"name=delta-{cls}"])
-        configs.append(with_budget(c, DELTA_EPS, cap=4 * S.budget))
-    runs = run_group(ctx, "delta-axis", configs, "(c) T_1 across classes (delta axis)")
-    values: dict[str, float | None] = {}
-    for r in runs:
-        sm = r.summary
-        T1 = sm["T_1"]
-        values[r.config.task.kind] = None if T1 is None else \
-            T1 * r.config.train.lr * sm["L"] ** 2 * sm["delta"] ** 2 * sm["Delta"] ** 2
-    got = np.array([v for v in values.values() if v is not None])
-    cv = float(got.std(ddof=1) / got.mean()) if got.size >= 2 else None
-    return DeltaAxis(values, cv, censored_runs(runs, "T_1"), runs)

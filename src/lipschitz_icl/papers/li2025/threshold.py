@@ -1,12 +1,4 @@
-"""``reproduce paper``: the threshold L* = 1/(Delta delta) tested under the readings where a change of
-behaviour along L can exist (P4a-P4d; P4 is their summary), the write-up's sqrt(d/n) against it (B3),
-and, in ``reproduce extensions``, whether the two regimes separate visibly (R5).
-
-The key fact (docs/CLAIMS_METHOD.md): every built-in class is f = L g, so gradient descent depends on
-(eta, L) only through eta L^2 and, under a relative eps without label noise, every L follows one
-trajectory in rescaled time s = eta L^2 t. A change at some L_x can come only from an absolute eps
-(P4b), label noise (P4c) or the step size (P4d); under a relative eps (P4a) the outcome is forced.
-"""
+"""The threshold readings on settings spanning Delta delta; P4's verdict summarises them."""
 
 from __future__ import annotations
 
@@ -14,11 +6,11 @@ import math
 
 import numpy as np
 
-from .claims import ClaimResult, claim
-from .figures import captioned
-from .registry import experiment
-from .runner import Context, paper_base, rel_runs, single_threaded
-from .sizes import FULL, QUICK, TINY
+from ...experiments.claims import ClaimResult, claim
+from ...experiments.figures import captioned
+from ...experiments.registry import experiment
+from ...experiments.runner import Context, paper_base, rel_runs, single_threaded
+from ...experiments.sizes import FULL, QUICK, TINY
 from .threshold_absolute import ABS_EPS, ABS_FACTORS, AGREE, absolute_runs, invariance_check
 from .threshold_fig import readings_figure
 from .threshold_measure import (
@@ -36,12 +28,36 @@ from .threshold_measure import (
     variation_settings,
 )
 
+STATEMENTS = {  # the claims this file tests, word for word as the report and docs/CLAIMS.md give them
+    "P4": "The Lipschitz constant L governs the dynamics: a threshold L* of order 1/(Delta delta) separates a flat "
+    "regime (L < L*) from a sharp regime (L > L*).",
+    "P4a": "Threshold, relative-accuracy reading: with eps relative to the initial loss and a fixed step size, the "
+    "convergence time changes behaviour along L, at an L of order L* = 1/(Delta delta).",
+    "P4b": "Threshold, absolute-accuracy reading: with a fixed absolute eps and a fixed step size, the convergence "
+    "time changes behaviour at an L_x that scales as 1/(Delta delta) across settings.",
+    "P4c": "Threshold, label-noise reading: with label noise tau > 0, the attention at the loss's optimum "
+    "concentrates on the query's own feature (min_k Attn_k > 1/2) above an L_tau that scales as 1/(Delta delta) "
+    "across settings.",
+    "P4d": "Threshold, step-size reading: at a fixed step size, gradient descent changes behaviour (instability, or "
+    "saturation in one step) above an L_x that scales as 1/(Delta delta) across settings.",
+    "B3": "The threshold is about sqrt(d/n).",
+}
+
+
+
+
 EPS_ABS = (ABS_EPS, 1e-3)  # P4b: absolute accuracies asked (the first is the reading's)
+
+
 HOMOGENEOUS_NOTE = ("The linear class on orthonormal features at another features.scale or d is the base setting "
                     "rescaled (f is homogeneous), so those settings share L_x Delta delta by construction; the "
                     "evidence across settings comes from the other classes (relu_net, sinusoid) and the gaussian "
                     "features.")
+
+
 ETA_FIXED = 1.0  # P4d: the fixed step size (the quickstart's)
+
+
 FORCED_P4A = ("f = L g: under a relative eps without label noise GD depends on (eta, L) only through eta L^2, so "
               "the rescaled time eta L^2 T_eps is the same at every L wherever the steps are small")
 
@@ -98,7 +114,7 @@ def _p4a(ctx: Context, m: dict, fig: str) -> ClaimResult:
     sup, ref = bool(vals) and max(vals) > 2, bool(vals) and max(vals) <= 1.25 and censored == 0
     runs = [r for rs in m["relative"].values() for r in rs]
     return claim("P4a", crit, stat, sup, ref, figures=[fig], runs=rel_runs(ctx, runs), forced=True,
-                 forced_reason=FORCED_P4A, censored=censored, size=_size(ctx),
+                 forced_reason=FORCED_P4A, censored=censored, size=size_name(ctx),
                  undecided_because="" if sup != ref else "a ratio in (1.25, 2]: more L values or a smaller eta")
 
 
@@ -115,7 +131,7 @@ def _located(ctx: Context, cid: str, crit: str, Lx: dict, settings: list[Setting
             "Delta_delta_by_setting": {st.name: st.dd for st in settings}, **extra}
     interval = {"slope": [test["slope_lo"], test["slope_hi"]]} if test["slope_lo"] is not None else {}
     return claim(cid, crit + " " + SCALING_MARGINS, stat, sup, ref, interval=interval | kw.pop("interval", {}),
-                 undecided_because=why, size=_size(ctx), notes=HOMOGENEOUS_NOTE, **kw)
+                 undecided_because=why, size=size_name(ctx), notes=HOMOGENEOUS_NOTE, **kw)
 
 
 def _p4b(ctx: Context, m: dict, fig: str) -> ClaimResult:
@@ -193,6 +209,11 @@ def _p4d(ctx: Context, m: dict, fig: str) -> ClaimResult:
                     censored=sum(c.censored for c in steps.values()), runs=rel_runs(ctx, m["step_runs"]))
 
 
+def located_readings(ctx: Context, m: dict, fig: str) -> list[ClaimResult]:
+    """The readings that locate a change along L (P4b, P4c, P4d), from ``measure_readings``."""
+    return [_p4b(ctx, m, fig), _p4c(ctx, m, fig), _p4d(ctx, m, fig)]
+
+
 def _p4(ctx: Context, readings: list[ClaimResult], fig: str) -> ClaimResult:
     crit = ("P4 is the summary of its readings P4a (relative eps, forced), P4b (absolute eps), P4c (label noise) "
             "and P4d (fixed step size). Supported if at least one reading that is not forced is supported (a change "
@@ -209,7 +230,7 @@ def _p4(ctx: Context, readings: list[ClaimResult], fig: str) -> ClaimResult:
     sup = any(r.verdict == "supported" for r in free)
     ref = bool(free) and all(r.verdict == "not supported" for r in free)
     why = "" if sup != ref else "; ".join(f"{r.id}: {r.undecided_because}" for r in free if r.undecided_because)
-    return claim("P4", crit, stat, sup, ref, figures=[fig], size=_size(ctx), undecided_because=why or (
+    return claim("P4", crit, stat, sup, ref, figures=[fig], size=size_name(ctx), undecided_because=why or (
         "" if sup != ref else "no reading decided: see P4a-P4d"))
 
 
@@ -233,12 +254,13 @@ def _b3(ctx: Context, m: dict, readings: dict[str, ClaimResult], fig: str) -> Cl
     ok = [v for v in per.values() if v["median_r"] is not None and v["cv_r"] is not None]
     sup = any(0.5 <= v["median_r"] <= 2 and v["cv_r"] <= 0.25 for v in ok)
     ref = bool(ok) and all(not (0.25 <= v["median_r"] <= 4) or v["cv_r"] > 0.5 for v in ok)
-    return claim("B3", crit, {"by_reading": per}, sup, ref, figures=[fig], size=_size(ctx),
+    return claim("B3", crit, {"by_reading": per}, sup, ref, figures=[fig], size=size_name(ctx),
                  undecided_because="" if sup != ref else "no reading has both a median and a CV of r in or out of "
                  "the margins: more settings varying d and N")
 
 
-def _size(ctx: Context) -> str:
+def size_name(ctx: Context) -> str:
+    """The name of the context's sizes (tiny, quick, full; custom otherwise)."""
     return {id(TINY): "tiny", id(QUICK): "quick", id(FULL): "full"}.get(id(ctx.sizes), "custom")
 
 
@@ -253,10 +275,12 @@ READINGS_CAPTION = (
     "Look for a change at the same L / L* in every setting, i.e. a horizontal row in the bottom middle panel "
     "(L_x proportional to 1/(Delta delta)) at a value of order 1; a sloping row, or one far from 1, contradicts that "
     "reading of the threshold; circles off the P4b line would contradict the invariance itself.")
-CAPTIONS = {"threshold_readings": READINGS_CAPTION, "regimes_visible": READINGS_CAPTION}
 
 
-@experiment("P4", "P4a", "P4b", "P4c", "P4d", "B3", suites=("paper", "blog"))
+CAPTIONS = {"threshold_readings": READINGS_CAPTION}  # figure stem -> what is plotted, what to look for
+
+
+@experiment("P4", "P4a", "P4b", "P4c", "P4d", "B3", suites=("paper", "blog"), statements=STATEMENTS)
 @captioned(CAPTIONS)
 @single_threaded
 def exp_threshold(ctx: Context) -> list[ClaimResult]:
@@ -269,25 +293,3 @@ def exp_threshold(ctx: Context) -> list[ClaimResult]:
     return [p4, *readings.values(), _b3(ctx, m, readings, fig)]
 
 
-@experiment("R5", suites=("extensions",))
-@captioned(CAPTIONS)
-@single_threaded
-def exp_regimes_visible(ctx: Context) -> list[ClaimResult]:
-    """R5: do the two regimes separate visibly? The readings' curves against L / L* on one page."""
-    crit = ("From the threshold readings (P4a-P4d, measured again here): supported if at least one reading that is "
-            "not forced has a change whose location collapses against L / L* (CV of L_x / L* <= 0.25 over settings "
-            "spanning >= 3x in Delta delta) and lies within [1/3, 3] L* (median); not supported if no reading that is "
-            "not forced has a CV <= 0.5, or every one that has lies outside [1/10, 10] L*; otherwise inconclusive.")
-    m = measure_readings(ctx)  # P4's measurements when exp_threshold ran first in this process
-    fig = readings_figure(ctx, m, "regimes_visible")
-    readings = [_p4b(ctx, m, fig), _p4c(ctx, m, fig), _p4d(ctx, m, fig)]
-    per = {r.id: {"cv_Lx_over_Lstar": r.statistic.get("cv_Lx_dd"), "median_Lx_over_Lstar":
-                  r.statistic.get("median_Lx_over_Lstar"), "dd_span": r.statistic.get("dd_span")} for r in readings}
-    ok = [v for v in per.values() if v["cv_Lx_over_Lstar"] is not None and (v["dd_span"] or 0) >= 3]
-    sup = any(v["cv_Lx_over_Lstar"] <= 0.25 and 1 / 3 <= v["median_Lx_over_Lstar"] <= 3 for v in ok)
-    collapsing = [v for v in ok if v["cv_Lx_over_Lstar"] <= 0.5]
-    ref = bool(ok) and (not collapsing or all(not (0.1 <= v["median_Lx_over_Lstar"] <= 10) for v in collapsing))
-    stat = {"by_reading": per, "P4a_forced": FORCED_P4A}
-    return [claim("R5", crit, stat, sup, ref, figures=[fig], size=_size(ctx), runs=[],
-                  undecided_because="" if sup != ref else "no reading both collapses and is located near L*, nor "
-                  "fails to: more settings spanning Delta delta")]

@@ -1,0 +1,40 @@
+"""The claims the toolkit tests, one package per source (paper): its metadata in the package's
+``__init__`` (``register_paper``), then one module per claim or tightly linked group, each holding the
+claim's statement, criterion, experiment and captions (``@experiment``). Importing this package
+registers the built-in papers, in report order:
+
+- ``li2025``: Li, Duan, Liang, *Provable In-Context Learning of Nonlinear Regression with Transformers*;
+- ``huang2024``: its predecessor, Huang, Cheng, Liang, *In-Context Convergence of Transformers*;
+- ``writeup``: a companion write-up of the paper (a blog post);
+- ``questions``: this project's open questions about the paper, and the comparison with baselines.
+
+A user's own paper is a package with the same layout, imported with ``load_plugins`` (the CLI's
+``reproduce --plugins``); see the README's "Adding a paper". Not imported by the core."""
+
+from __future__ import annotations
+
+import importlib
+
+from ..errors import UserInputError
+from ..experiments.registry import Paper, paper_claims, paper_ids, papers, register_paper
+
+BUILTIN = ("li2025", "huang2024", "writeup", "questions")  # the built-in papers, in report order
+for _name in BUILTIN:  # registration: each package registers its paper, then its claims' experiments
+    importlib.import_module(f"{__name__}.{_name}")
+
+
+def load_plugins(modules: list[str]) -> None:
+    """Import user modules or packages that register papers, claims and experiments (plugins are code:
+    only name modules you trust). One that cannot be imported raises UserInputError naming it."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            raise UserInputError(f"--plugins: module {module!r} cannot be imported ({e}); a plugin is a module or "
+                                 "package on the Python path (e.g. PYTHONPATH=.)") from None
+        except Exception as e:  # noqa: BLE001 - a plugin that fails on import is reported, not a crash
+            raise UserInputError(f"--plugins: module {module!r} failed while importing "
+                                 f"({type(e).__name__}: {e})") from None
+
+
+__all__ = ["BUILTIN", "Paper", "load_plugins", "paper_claims", "paper_ids", "papers", "register_paper"]

@@ -1,0 +1,95 @@
+"""(e) irrelevant-feature attention over time, with detected oscillations marked."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ... import plots
+from ...analysis import analyze_run_object, turning_points
+from ...experiments.claims import ClaimResult, claim
+from ...experiments.figures import captioned
+from ...experiments.measure import L_star_of, score_move_ratio
+from ...experiments.registry import experiment
+from ...experiments.runner import Context, paper_base, rel_runs, run_group, with_overrides
+from ...experiments.uncertainty import bootstrap_interval, interval_dict
+
+STATEMENTS = {  # the claims this file tests, word for word as the report and docs/CLAIMS.md give them
+    "P2": "Attention to irrelevant features decays more slowly than the target attention rises, and can oscillate.",
+}
+
+
+CAPTIONS = {  # figure stem -> what is plotted, what to look for, what would contradict the claim
+    "irrelevant_attention": (
+        "One column per run (orthonormal and gaussian features, L*/2 and 2 L*, per seed). Top: attention "
+        "Attn_(0->n) of a query of feature 0 on each other feature n (x: turning points); bottom: the irrelevant "
+        "scores B_(0,n) = v_n^T Q v_0; grey dotted: T_1. Look for the B curves moving less before T_1 than the "
+        "target score does (the statistic R): P2 expects irrelevant attention to decay slowly while the target "
+        "attention rises fast. Irrelevant scores moving as far as the target's on the gaussian runs (R near 1) "
+        "would contradict it; x marks after T_1 are the oscillations P2 allows."),
+}
+
+
+P2_MARGIN = 0.1  # R counts as below 1 only when its whole interval lies below 1 - margin
+
+
+@experiment("P2", suites=("paper",), statements=STATEMENTS)
+@captioned(CAPTIONS)
+def exp_oscillations(ctx: Context) -> list[ClaimResult]:
+    """(e) irrelevant-feature attention over time, with detected oscillations marked."""
+    S = ctx.sizes
+    seeds = [ctx.seed + s for s in range(max(S.seeds, 2))]
+    crit = ("Over the fast phase [0, T_1], compare how far the irrelevant scores B_{k,n} move with how far the "
+            "target scores A_k move: R = mean |B_{k,n}(T_1) - B_{k,n}(0)| / mean |A_k(T_1) - A_k(0)|. With "
+            "orthonormal features R = 1/(K-1) is fixed by the geometry (softmax gradient rows sum to zero; "
+            "reported, not used). Decided on gaussian (non-orthogonal) features, each seed redrawing the features, "
+            f"the kernel and the counts ({len(seeds)} seeds), at L*/2 and 2 L*: 95% bootstrap interval of mean R over "
+            f"the runs. Supported if it lies below {1 - P2_MARGIN:g}; not supported if it lies at or above "
+            f"{1 - P2_MARGIN:g} (irrelevant scores move as far as the target's); runs without T_1 are censored. "
+            "Oscillations of Attn_{k->n} after T_1 are counted and reported (the claim says they can occur).")
+    cfg = paper_base(ctx, "train.log_every=1", "train.steps=1500", "train.eps_mode=relative", "train.eps=1e-3")
+    configs = []
+    for kind, kind_seeds in (("orthonormal", seeds[:1]), ("gaussian", seeds)):
+        for seed in kind_seeds:
+            base = with_overrides(cfg, [f"features.kind={kind}", f"seed={seed}"])
+            L_star = L_star_of(base)
+            for f in (0.5, 2.0):
+                configs.append(with_overrides(base, [f"task.L={f * L_star:.6g}", f"name={kind}-{f:g}Lstar-s{seed}"]))
+    runs = run_group(ctx, "oscillations", configs, "(e) irrelevant attention")
+    ratios = {r.config.name: score_move_ratio(r) for r in runs}
+    osc = {r.config.name: analyze_run_object(r)["oscillations"] for r in runs if r.summary["T_1"] is not None}
+    gauss = [ratios[r.config.name] for r in runs if r.config.features.kind == "gaussian"]
+    iv = bootstrap_interval(gauss, seed=ctx.seed)
+    censored = sum(v is None for v in gauss)
+    sup, ref = iv[1] < 1 - P2_MARGIN, iv[0] >= 1 - P2_MARGIN
+    und = "" if (sup or ref) else ("no gaussian run reached T_1: a larger step budget would decide" if censored ==
+                                   len(gauss) else f"the interval {iv} straddles {1 - P2_MARGIN:g}: more seeds")
+    fig = _oscillation_figure(ctx, runs)
+    stat = {"score_ratio_R": ratios, "mean_R_gaussian": float(np.mean([v for v in gauss if v is not None]))
+            if censored < len(gauss) else None, "forced_R_orthonormal": 1 / (cfg.features.K - 1),
+            "oscillations_after_T1": osc}
+    return [claim("P2", crit, stat, sup, ref, figures=[fig], runs=rel_runs(ctx, runs), censored=censored,
+                  interval=interval_dict(mean_R_gaussian=iv), undecided_because=und)]
+
+
+def _oscillation_figure(ctx, runs) -> str:
+    fig, axes = plots.figure(len(runs), 2, width=3.4)
+    for j, r in enumerate(runs):
+        cross = r.per_feature("attn_cross")
+        B = r.per_feature("B")
+        steps = cross.index.to_numpy()
+        on = steps > 0  # step 0 is off the log axis: a line to it would draw a false plateau
+        for (k, n), c in zip([c for c in cross.columns if c[0] == 0], plots.colors(r.summary["K"] - 1), strict=True):
+            vals = cross[(k, n)].to_numpy()
+            axes[0][j].plot(steps[on], vals[on], color=c, lw=1, label=f"n={n}")
+            tp = [i for i in turning_points(vals, 1e-4) if steps[i] > 0]
+            axes[0][j].plot(steps[tp], vals[tp], "x", color="tab:red", ms=4)
+            axes[1][j].plot(steps[on], B[(k, n)].to_numpy()[on], color=c, lw=1)
+        if r.summary["T_1"] is not None:
+            for ax in axes[:, j]:
+                ax.axvline(r.summary["T_1"], color="gray", ls=":")
+        axes[0][j].set(title=f"{r.config.name}\nAttn_(0->n) (x: turning points)", xlabel="step", xscale="log")
+        axes[1][j].set(title="B_(0,n) = v_n^T Q v_0", xlabel="step", xscale="log")
+        axes[0][j].legend(fontsize=6)
+    return plots.save(fig, ctx.out, "irrelevant_attention")
+
+

@@ -1,0 +1,116 @@
+"""(a) flat regime, (b) sharp regime: loss and attention against step; P1 two phases."""
+
+from __future__ import annotations
+
+from ... import plots
+from ...analysis import analyze_run_object, creep_decelerates, min_attention
+from ...experiments.claims import ClaimResult, claim
+from ...experiments.figures import captioned
+from ...experiments.measure import L_star_of
+from ...experiments.registry import experiment
+from ...experiments.runner import Context, censored_runs, paper_base, rel_runs, run_group, with_budget, with_overrides
+
+STATEMENTS = {  # the claims this file tests, word for word as the report and docs/CLAIMS.md give them
+    "P1": "Two phases: a query's attention to tokens of its own feature rises fast at first, then creeps toward 1.",
+}
+
+
+CAPTIONS = {  # figure stem -> what is plotted, what to look for, what would contradict the claim
+    "regimes_flat": (
+        "Flat regime: three runs at L = 0.3, 0.5 and 0.7 L*, each trained to a relative eps of 1e-3. Top: loss "
+        "against step (linear, then log y); bottom: min_k Attn_k (solid; mean dashed) and 1 - min_k Attn_k (log y). "
+        "Look for two phases: a steep early rise of min_k Attn_k to about 1/2 (T_1), then a slow creep toward 1 "
+        "(a fast drop, then a shallower decline on the log panels). One smooth decay from the start, with no change "
+        "of rate, would contradict P1."),
+    "regimes_sharp": (
+        "Sharp regime: three runs at L = 1.5, 3 and 6 L*, each trained to a relative eps of 1e-3. Top: loss "
+        "against step (linear, then log y); bottom: min_k Attn_k (solid; mean dashed) and 1 - min_k Attn_k (log y). "
+        "Look for the same two phases as in the flat regime, a fast rise to about 1/2 and then a slow creep toward "
+        "1, reached in fewer steps. One smooth decay from the start, with no change of rate, would contradict P1."),
+}
+
+
+def _curves_figure(ctx: Context, runs, title: str, stem: str) -> str:
+    fig, axes = plots.figure(2, 2)
+    cols = plots.colors(len(runs))
+    for run, c in zip(runs, cols, strict=True):
+        label = f"L={run.config.task.L:.3g}"
+        loss = run.series("loss")
+        amin, amean = run.series("attn_min"), run.series("attn_mean")
+        for ax in axes[0]:
+            ax.plot(loss.index, loss.values, color=c, label=label)
+        axes[0][1].set_yscale("log")
+        axes[1][0].plot(amin.index, amin.values, color=c, label=f"{label} min")
+        axes[1][0].plot(amean.index, amean.values, color=c, ls="--")
+        axes[1][1].plot(amin.index, 1 - amin.values, color=c)
+        axes[1][1].set_yscale("log")
+    axes[0][0].set(title=f"{title}: loss", xlabel="step")
+    axes[0][1].set(title="loss (log y)", xlabel="step")
+    axes[1][0].set(title="min_k Attn_k (solid), mean (dashed)", xlabel="step", ylim=(0, 1.02))
+    axes[1][1].set(title="1 - min_k Attn_k (log y)", xlabel="step")
+    axes[0][0].legend(fontsize=7)
+    return plots.save(fig, ctx.out, stem)
+
+
+@experiment("P1", suites=("paper",), statements=STATEMENTS)
+@captioned(CAPTIONS)
+def exp_regimes(ctx: Context) -> list[ClaimResult]:
+    """(a) flat regime, (b) sharp regime: loss and attention against step; P1 two phases."""
+    S = ctx.sizes
+    criterion = ("For 3 values of L below L* and 3 above, each run trained to the same relative eps "
+                 f"({P1_EPS:g}, so that the slow creep is seen) with its budget in rescaled time s = eta L^2 t "
+                 "(3x what the theory's scale needs), "
+                 "T_1 the trainer's exact step and every step recorded up to it, the analysis counts phases (fast "
+                 "rise of Attn_k up to T_1, then a slower creep; n_phases = 2 when the fast rate exceeds the slow "
+                 "one by the analysis factor). Supported if >= 80% of the six runs show 2 phases; not supported if "
+                 "<= 20%; a run censored (T_1 or eps not reached) counts both ways, and the verdict stands only "
+                 "if it holds either way, except a censored run already in two phases whose creep decelerates "
+                 "(the slope of -log(1 - min Attn_k) after T_1 never rises), which a longer run keeps in two.")
+    cfg = paper_base(ctx)
+    L_star = L_star_of(cfg)
+    factors = {"flat": (0.3, 0.5, 0.7), "sharp": (1.5, 3.0, 6.0)}
+    runs = {}
+    for regime, fs in factors.items():
+        configs = [with_budget(with_overrides(cfg, [f"task.L={f * L_star:.6g}", f"name={regime}-L{f * L_star:.3g}"]),
+                               P1_EPS, cap=25 * S.budget) for f in fs]  # the budget is never the cap
+        runs[regime] = run_group(ctx, f"regimes-{regime}", configs, f"(a,b) {regime} regime")
+    figs = [_curves_figure(ctx, runs[r], f"{r} regime", f"regimes_{r}") for r in runs]
+    all_runs = runs["flat"] + runs["sharp"]
+    censored = sorted(set(censored_runs(all_runs, "T_1") + censored_runs(all_runs, "T_eps")))
+    two = {r.config.name: analyze_run_object(r)["n_phases"] == 2 for r in all_runs}
+    # a censored run already in two phases stays so when its creep decelerates (a longer run only lowers
+    # the mean slow rate); the others count both ways
+    kept = {r.config.name for r in all_runs if r.config.name in censored and two[r.config.name]
+            and r.summary["T_1"] is not None
+            and creep_decelerates(*min_attention(r.metrics), r.summary["T_1"])}
+    open_ = [n for n in censored if n not in kept]
+    lo = sum(v for n, v in two.items() if n not in open_) / len(all_runs)  # open censored runs as 1 phase
+    hi = (sum(v for n, v in two.items() if n not in open_) + len(open_)) / len(all_runs)  # ... as 2 phases
+    stat = {"L_star": L_star, "runs_reaching_T1": sum(r.summary["T_1"] is not None for r in all_runs),
+            "fraction_two_phases": lo if not censored else None, "fraction_two_phases_bounds": [lo, hi],
+            "n_phases_by_L": {f"{r.config.task.L:.3g}": analyze_run_object(r)["n_phases"] for r in all_runs},
+            "censored_runs": censored, "censored_kept_two_phases": sorted(kept),
+            "s_T1_by_L": {f"{r.config.task.L:.3g}": _rescaled(r, "T_1") for r in all_runs},
+            "s_Teps_by_L": {f"{r.config.task.L:.3g}": _rescaled(r, "T_eps") for r in all_runs}}
+    return [claim("P1", criterion, stat, lo >= 0.8, hi <= 0.2, figures=figs, runs=rel_runs(ctx, all_runs),
+                  forced=True, forced_reason=FORCED_P1, censored=len(censored),
+                  interval={"fraction_two_phases": [lo, hi]},
+                  undecided_because="" if lo >= 0.8 or hi <= 0.2 else
+                  "the share of two-phase runs lies between the margins (or censored runs could move it across "
+                  "one); the shape of the one trajectory in s at small steps decides it")]
+
+
+P1_EPS = 1e-3  # relative eps of P1's runs
+
+
+FORCED_P1 = ("f = L g: at a relative eps the six runs are one trajectory in s = eta L^2 t (up to step "
+             "discretisation at large eta L^2), so the split by L below and above L* is fixed; only that "
+             "trajectory's shape is measured")
+
+
+def _rescaled(run, event: str) -> float | None:
+    """s = eta L^2 T of a summary event time (None when not reached)."""
+    t = run.summary[event]
+    return None if t is None else t * run.config.train.lr * run.config.task.L ** 2
+
+

@@ -1,0 +1,137 @@
+"""questions/continuous.py"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ... import plots
+from ...baselines import nadaraya_watson
+from ...engines import make_generator
+from ...experiments.claims import ClaimResult, claim
+from ...experiments.figures import captioned, plain_log_ticks
+from ...experiments.measure import loglog_slope
+from ...experiments.registry import experiment
+from ...experiments.runner import (
+    Context,
+    grid,
+    single_threaded,
+    write_data,
+)
+from ...models import ReducedAttention
+from ...tasks import make_task
+
+STATEMENTS = {  # the claims this file tests, word for word as the report and docs/CLAIMS.md give them
+    "R6": "No context token close to the query (R6): with continuous inputs the trained attention acts as a kernel "
+    "smoother whose sharpness grows with L: ||Q|| increases and the attention window shrinks as L grows "
+    "(kernel-regression theory with label noise: ||Q|| ~ L^(4/(m+2)), m the inputs' dimension).",
+}
+
+
+CAPTIONS = {  # figure stem -> what is plotted, what to look for, what would contradict the claim
+    "ext_continuous": (
+        "Continuous inputs (no context token at the query): left, ||Q||_2 and the attention window against L, log-log "
+        "(dotted: the kernel-regression slope); right, error on unseen functions of the trained attention and of "
+        "Nadaraya-Watson with a leave-one-out bandwidth. Look for ||Q|| rising and the window shrinking as L grows. "
+        "||Q|| flat or falling, or the window widening with L, contradicts R6."),
+}
+
+
+def _sphere(shape: tuple[int, ...], d: int, gen: torch.Generator) -> torch.Tensor:
+    x = torch.randn(*shape, d, generator=gen, dtype=torch.float64)
+    return x / x.norm(dim=-1, keepdim=True)
+
+
+def _prompts(task, B: int, N: int, d: int, tau: float, gen: torch.Generator):
+    x = _sphere((B, N + 1), d, gen)  # continuous inputs: no context token equals the query
+    y = task.evaluate(task.sample(B, gen, torch.float64), x)
+    y_ctx = y[:, :N] + tau * torch.randn(B, N, generator=gen, dtype=torch.float64)
+    return x[:, :N], y_ctx, x[:, N], y[:, N]
+
+
+def train_continuous(L: float, *, tau: float, d: int, N: int, steps: int, batch: int, lr: float, seed: int,
+                     test: int, kind: str = "relu_net") -> dict[str, float]:
+    """Adam on the reduced model with inputs uniform on the sphere S^{d-1}; returns the learned
+    sharpness ||Q||_2, the attention window (attention-weighted distance to the query), the
+    effective number of attended tokens 1/sum a_i^2, and the errors of the model and of
+    Nadaraya-Watson (leave-one-out bandwidth) on the same unseen prompts."""
+    task = make_task(kind, L, d)
+    gen = make_generator(seed, f"continuous:L{L:g}")
+    model = ReducedAttention(d)  # Q^(0) = 0
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    for _ in range(steps):
+        x_ctx, y_ctx, x_q, target = _prompts(task, batch, N, d, tau, gen)
+        loss = 0.5 * (model(x_ctx, y_ctx, x_q)[0] - target).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    x_ctx, y_ctx, x_q, target = _prompts(task, test, N, d, tau, make_generator(seed, f"continuous-test:L{L:g}"))
+    with torch.no_grad():
+        y_hat, attn = model(x_ctx, y_ctx, x_q)
+        dist = (x_ctx - x_q.unsqueeze(1)).norm(dim=-1)
+        nw = nadaraya_watson(x_ctx, y_ctx, x_q)
+    return {
+        "L": L,
+        "Q_norm": float(torch.linalg.matrix_norm(model.Q.detach(), ord=2)),
+        "window": float((attn * dist).sum(-1).mean()),
+        "n_eff": float((1.0 / attn.square().sum(-1)).mean()),
+        "nn_distance": float(dist.min(-1).values.mean()),
+        "error": float(0.5 * (y_hat - target).square().mean()),
+        "nadaraya_watson_error": float(0.5 * (nw - target).square().mean()),
+    }
+
+
+@experiment("R6", suites=("extensions",), statements=STATEMENTS)
+@captioned(CAPTIONS)
+@single_threaded
+def exp_continuous(ctx: Context) -> list[ClaimResult]:
+    d, N, tau = 3, 32, 0.5
+    m = d - 1  # the inputs' intrinsic dimension (the sphere S^{d-1})
+    predicted = 4 / (m + 2)
+    crit = (f"Inputs uniform on the sphere S^{d - 1} (m = {m}), N = {N}, relu_net class, label noise tau = {tau}, "
+            "Adam on fresh prompts, L on a grid from 0.5 to 8. Log-log slopes (with standard errors) of ||Q||_2 and "
+            "of the window (attention-weighted distance to the query) against L. Supported if the ||Q|| slope "
+            "exceeds 0 and the window slope is below 0, each by 2 standard errors (or, with 2 points, by 0.1); "
+            "not supported if the ||Q|| slope is below 0.1 or the window slope above 0 by the same margin; "
+            "otherwise inconclusive.")
+    S = ctx.sizes
+    Ls = grid([0.5, 1.0, 2.0, 4.0, 8.0], S.n_grid)
+    rows = []
+    for i, L in enumerate(Ls):
+        rows.append(train_continuous(L, tau=tau, d=d, N=N, steps=S.continuous_steps, batch=S.batch, lr=0.2,
+                                     seed=ctx.seed, test=S.test))
+        ctx.tick("R6 continuous", i + 1, len(Ls))
+    sq, se_q = loglog_slope(Ls, [r["Q_norm"] for r in rows])
+    sw, se_w = loglog_slope(Ls, [r["window"] for r in rows])
+
+    def margin(se: float) -> float:
+        return 2 * se if math.isfinite(se) else 0.1
+
+    stat = {"L": Ls, "Q_norm": [r["Q_norm"] for r in rows], "window": [r["window"] for r in rows],
+            "n_eff": [r["n_eff"] for r in rows], "error": [r["error"] for r in rows],
+            "nadaraya_watson_error": [r["nadaraya_watson_error"] for r in rows], "slope_Q": sq, "slope_Q_se": se_q,
+            "slope_window": sw, "slope_window_se": se_w, "predicted_slope_Q": predicted}
+    ok = math.isfinite(sq) and math.isfinite(sw)
+    sup = ok and sq - margin(se_q) > 0 and sw + margin(se_w) < 0
+    ref = ok and (sq + margin(se_q) < 0.1 or sw - margin(se_w) > 0)
+    fig, axes = plots.figure(2, 1)
+    axes[0][0].loglog(Ls, stat["Q_norm"], "o-", label=f"||Q||_2 (slope {sq:.2f})")
+    axes[0][0].loglog(Ls, stat["Q_norm"][0] * (np.array(Ls) / Ls[0]) ** predicted, "k:",
+                      label=f"theory slope {predicted:.2f}")
+    axes[0][0].loglog(Ls, stat["window"], "s-", label=f"window (slope {sw:.2f})")
+    axes[0][0].set(xlabel="L", title="continuous inputs: sharpness and window")
+    axes[0][0].legend(fontsize=7)
+    axes[0][1].loglog(Ls, stat["error"], "o-", label="trained attention")
+    axes[0][1].loglog(Ls, stat["nadaraya_watson_error"], "s--", label="Nadaraya-Watson (LOO h)")
+    axes[0][1].set(xlabel="L", ylabel="error on unseen functions", title="error")
+    axes[0][1].legend(fontsize=7)
+    for ax in axes[0]:
+        plain_log_ticks(ax, Ls)
+    fig_path = plots.save(fig, ctx.out, "ext_continuous")
+    table = write_data(ctx, "R6_per_L", pd.DataFrame([{"L": L, **row} for L, row in zip(Ls, rows, strict=True)]))
+    return [claim("R6", crit, stat, sup, ref, figures=[fig_path], data=[table])]
+
+

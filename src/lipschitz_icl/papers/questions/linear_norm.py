@@ -1,0 +1,94 @@
+"""questions/linear_norm.py"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ... import plots
+from ...experiments.claims import ClaimResult, claim
+from ...experiments.figures import captioned, plain_log_ticks
+from ...experiments.measure import loglog_slope
+from ...experiments.registry import experiment
+from ...experiments.runner import (
+    Context,
+    grid,
+    kernel_base,
+    rel_runs,
+    run_group,
+    single_threaded,
+    with_overrides,
+)
+from ...experiments.uncertainty import bootstrap_loglog_slope
+from ...plots.style import steps_marker_every
+
+STATEMENTS = {  # the claims this file tests, word for word as the report and docs/CLAIMS.md give them
+    "R8": "The linear case, L = ||w|| (R8): with balanced orthonormal features (the predecessor's setting) every "
+    "Attn_k converges and the error reaches eps, and the dynamics depend on L through eta L^2: the end of the fast "
+    "phase T_1 scales as L^-2 (the flat-regime rate with delta = 1/sqrt(d)).",
+}
+
+
+CAPTIONS = {  # figure stem -> what is plotted, what to look for, what would contradict the claim
+    "ext_linear": (
+        "Linear class, L = ||w|| from 1.5 to 4: left, T_1 (circles) and T_eps (squares) against L, log-log (dotted: "
+        "slope -2); right, min_k Attn_k against the rescaled time eta L^2 x step (recorded steps >= 1, each a "
+        "marker). Look for T_1 on the slope -2 line, every L on one curve in rescaled time (forced by f = L g), and "
+        "every curve reaching 0.9. A T_1 slope outside [-2.8, -1.2], or a run ending below 1/2, contradicts R8."),
+}
+
+
+@experiment("R8", suites=("extensions",), statements=STATEMENTS)
+@captioned(CAPTIONS)
+@single_threaded
+def exp_linear_norm(ctx: Context) -> list[ClaimResult]:
+    crit = ("Linear class, K = d = 5, N = 50, eta = 1, L on a grid from 1.5 to 4; T_1 (min_k Attn_k >= 1/2) at "
+            "every step; relative eps. Log-log slope of T_1 against L. Supported if every run converges (loss <= "
+            "eps, min_k Attn_k >= 0.9) and the slope lies in [-2.4, -1.6]; not supported if the slope lies outside "
+            "[-2.8, -1.2] (e.g. near 0: no dependence on L, as B6 says) or a run ends with min_k Attn_k < 0.5; "
+            "otherwise inconclusive.")
+    S = ctx.sizes
+    eps_rel = S.linear_eps_rel
+    cfg = kernel_base(ctx, "train.lr=1", "train.eps_mode=relative", f"train.eps={eps_rel}")
+    Ls = grid([1.5, 2.0, 2.5, 3.0, 4.0], S.n_grid)
+    configs = [with_overrides(cfg, [f"task.L={L:g}", f"name=L{L:g}"]) for L in Ls]
+    runs = run_group(ctx, "ext-linear", configs, "R8 linear")
+    T1 = [r.summary["T_1"] for r in runs]
+    Te = [r.summary["T_eps"] for r in runs]
+    amin = [float(r.attention().iloc[-1].min()) for r in runs]
+    slope, se = loglog_slope(Ls, T1)
+    conv = [r.summary["status"] == "converged" and a >= 0.9 for r, a in zip(runs, amin, strict=True)]
+    stat = {"L": Ls, "T_1": T1, "T_eps": Te, "final_min_attn": amin, "slope_T1_vs_L": slope, "slope_se": se,
+            "all_converged": all(conv)}
+    ok_slope = math.isfinite(slope)
+    sup = all(conv) and ok_slope and -2.4 <= slope <= -1.6
+    ref = (ok_slope and not -2.8 <= slope <= -1.2) or any(a < 0.5 for a in amin)
+    fig, axes = plots.figure(2, 1)
+    pts = [(L, t) for L, t in zip(Ls, T1, strict=True) if t]
+    if pts:
+        xs, ys = zip(*pts, strict=True)
+        axes[0][0].loglog(xs, ys, "o-", label="T_1")
+        axes[0][0].loglog(xs, ys[0] * (np.array(xs) / xs[0]) ** -2.0, "k:", label="slope -2")
+    pts = [(L, t) for L, t in zip(Ls, Te, strict=True) if t]
+    if pts:
+        axes[0][0].loglog(*zip(*pts, strict=True), "s--", label="T_eps")
+    axes[0][0].set(xlabel="L = ||w||", ylabel="steps", title=f"linear case: T_1 slope {slope:.2f}")
+    plain_log_ticks(axes[0][0], Ls)
+    axes[0][0].legend(fontsize=7)
+    for r, L, c in zip(runs, Ls, plots.colors(len(runs)), strict=True):
+        am = r.series("attn_min")
+        am = am[am.index > 0]  # step 0 lies at s = 0, off a log axis: a line to it would draw a false plateau
+        axes[0][1].plot(am.index * L**2, am.values, color=c, lw=0.8, label=f"L = {L:g}",
+                        **steps_marker_every(len(am)))
+    axes[0][1].set(xscale="log", xlabel="eta L^2 x step (recorded steps >= 1)", ylabel="min_k Attn_k",
+                   title="attention in rescaled time")
+    axes[0][1].legend(fontsize=7)
+    fig_path = plots.save(fig, ctx.out, "ext_linear")
+    reason = ("f = L g: at eta = 1 every L follows one trajectory in s = eta L^2 t and T_1 is scale-free, so its "
+              "slope is -2 wherever the steps are small; only the convergence part could fail")
+    return [claim("R8", crit, stat, sup, ref, figures=[fig_path], runs=rel_runs(ctx, runs), forced=True,
+                  forced_reason=reason, censored=sum(t is None for t in T1),
+                  interval={"slope_T1_vs_L": bootstrap_loglog_slope(Ls, T1, seed=ctx.seed)[1]})]
+
+

@@ -1,0 +1,89 @@
+"""The claims of every experiment at the TINY size, as a reference file (tests/data/claims_tiny.json):
+a refactor that moves experiments must leave every verdict, statistic, interval, flag and path as it was.
+
+Bit for bit on the kind of machine that made the file (CPU vendor, torch's kernel instruction set, torch
+version); elsewhere strings, booleans, integers and lengths must be equal and floats within 1e-4
+relative: the TINY runs include float32 training (R7, B5: 4e-6 apart between torch's default and AVX2
+kernels on one CPU) and BFGS optima to a gradient tolerance (P4c, R3d: up to 1e-6).
+
+A change that is meant to move the numbers regenerates the file:
+``python tests/claims_snapshot.py`` (about 3 minutes), and says so in its commit."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+import lipschitz_icl.papers  # noqa: F401  (registers the built-in claims)
+from lipschitz_icl.experiments import registered, run_experiments
+from lipschitz_icl.experiments.runner import Context
+from lipschitz_icl.experiments.sizes import TINY
+
+SNAPSHOT = Path(__file__).parent / "data" / "claims_tiny.json"
+FIELDS = ("verdict", "statistic", "forced", "censored", "interval", "figures", "runs", "data")
+RTOL, ATOL = 1e-4, 1e-12
+
+
+def machine() -> dict:
+    """What decides the bits besides the code: CPU vendor, torch's kernel instruction set, torch."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        text = ""
+    vendor = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("vendor_id")),
+                  "unknown")
+    return {"vendor": vendor, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "torch": torch.__version__}
+
+
+def record(claims) -> dict:
+    """claim id -> the fields a refactor must keep, as claims.json holds them (JSON types)."""
+    return json.loads(json.dumps({c.id: {k: v for k, v in c.as_dict().items() if k in FIELDS} for c in claims}))
+
+
+def differences(got, want, path: str = "", exact: bool = False) -> list[str]:
+    """Where ``got`` and ``want`` differ (floats by RTOL unless ``exact``), as 'path: got != want'."""
+    if isinstance(want, dict) and isinstance(got, dict):
+        if set(got) != set(want):
+            return [f"{path}: keys {sorted(set(got) ^ set(want))} differ"]
+        return [d for k in want for d in differences(got[k], want[k], f"{path}[{k}]", exact)]
+    if isinstance(want, list) and isinstance(got, list):
+        if len(got) != len(want):
+            return [f"{path}: length {len(got)} != {len(want)}"]
+        return [d for i, (g, w) in enumerate(zip(got, want, strict=True)) for d in differences(g, w, f"{path}[{i}]",
+                                                                                               exact)]
+    if isinstance(want, float) and isinstance(got, float) and not exact:
+        ok = abs(got - want) <= RTOL * max(abs(got), abs(want)) + ATOL
+        return [] if ok else [f"{path}: {got!r} != {want!r}"]
+    return [] if (got == want and type(got) is type(want)) else [f"{path}: {got!r} != {want!r}"]
+
+
+def check(claims) -> None:
+    """Assert that ``claims`` (from a TINY run) match the snapshot's, for the claims it has."""
+    data = json.loads(SNAPSHOT.read_text())
+    exact = data["machine"] == machine()
+    found = []
+    for cid, fields in record(claims).items():
+        if cid in data["claims"]:
+            found += differences(fields, data["claims"][cid], cid, exact)
+    assert not found, f"claims differ from {SNAPSHOT.name} ({'bit for bit' if exact else 'to 1e-4'}): {found[:8]}"
+
+
+def compute() -> dict:
+    """Every registered experiment at TINY, one output directory each (as the tiny tests run them)."""
+    torch.set_num_threads(1)
+    out: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for exp in registered():
+            ctx = Context(out=Path(tmp) / exp.__name__, quick=True, sizes=TINY)
+            out.update(record(run_experiments(ctx, [exp])))
+    return out
+
+
+if __name__ == "__main__":
+    SNAPSHOT.write_text(json.dumps({"machine": machine(), "claims": compute()}, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {SNAPSHOT}", file=sys.stderr)
