@@ -8,8 +8,9 @@ import pandas as pd
 import pytest
 from claims_snapshot import check as check_snapshot
 from figure_layout import checked_figures
+from test_reproduce import assert_budget_runs_censored
 
-from lipschitz_icl.experiments import experiments_for
+from lipschitz_icl.experiments import experiments_for, run_experiments
 from lipschitz_icl.experiments.claims import VERDICTS
 from lipschitz_icl.experiments.measure import loglog_slope, phase_ratio
 from lipschitz_icl.experiments.runner import Context
@@ -20,7 +21,7 @@ def test_every_extension_runs_at_tiny_size(tmp_path, monkeypatch):
     ctx = Context(out=tmp_path, quick=True, sizes=TINY)
     ids = []
     with checked_figures(monkeypatch) as layout:  # every figure as saved: no overlapping tick labels, no clipped title
-        results = [(exp, exp(ctx)) for exp in experiments_for(["extensions"])]
+        results = [(exp, run_experiments(ctx, [exp])) for exp in experiments_for(["extensions"])]
     assert not layout, layout
     for exp, claims in results:
         for c in claims:
@@ -37,6 +38,7 @@ def test_every_extension_runs_at_tiny_size(tmp_path, monkeypatch):
             assert c.as_dict()["verdict"] == c.verdict  # JSON-ready
     assert sorted(ids) == sorted(["R1", "R2", "R3a", "R3b", "R3c", "R3d", "R4", "R5", "R6", "R7", "R8", "B7"])
     check_snapshot([c for _, claims in results for c in claims])  # the numbers of tests/data/claims_tiny.json
+    assert_budget_runs_censored(tmp_path, [c for _, claims in results for c in claims])
     data = {c.id: c.data for _, claims in results for c in claims}
     assert data["B7"] == ["data/B7_trajectories.csv"] and data["R6"] == ["data/R6_per_L.csv"]
     b7 = pd.read_csv(tmp_path / "data" / "B7_trajectories.csv")

@@ -1,5 +1,6 @@
 """reproduce: the verdict rule, the report, and every experiment end to end at a tiny size."""
 
+import json
 from html.parser import HTMLParser
 
 import pandas as pd
@@ -96,6 +97,14 @@ def test_every_experiment_runs_at_tiny_size(tmp_path, suite, monkeypatch):
     undecided = [c.id for c in claims if c.verdict == INCONCLUSIVE and not c.undecided_because]
     assert not undecided, f"inconclusive without saying what would decide it: {undecided}"
     check_snapshot(claims)  # every number as in tests/data/claims_tiny.json (a refactor changes none)
+    assert_budget_runs_censored(tmp_path, claims)
+
+
+def assert_budget_runs_censored(out, claims) -> None:
+    """No claim rests on a run that stopped at its step budget without counting it as censored."""
+    for c in claims:
+        budget = [r for r in c.runs if json.loads((out / r / "summary.json").read_text())["status"] == "budget"]
+        assert c.censored_runs == budget and c.censored >= len(budget), (c.id, c.censored, budget)
 
 
 def test_layout_check_finds_overlapping_ticks_and_a_clipped_title_and_save_fixes_the_ticks(tmp_path):

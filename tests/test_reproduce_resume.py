@@ -23,10 +23,12 @@ from lipschitz_icl.experiments.checkpoint import ExperimentsInterrupted, load_ch
 from lipschitz_icl.experiments.claims import INCONCLUSIVE
 from lipschitz_icl.experiments.runner import Context
 from lipschitz_icl.experiments.sizes import TINY
+from lipschitz_icl.reproduce import fused_available
 
 ROOT = Path(__file__).resolve().parents[1]
 cli = CliRunner()
 VOLATILE = {"wall_s", "date"}
+SESSION = {"command", "sessions"}  # which session wrote what, and with which --out: not the claims
 
 
 @pytest.fixture
@@ -37,7 +39,7 @@ def fake_suite(monkeypatch):
 def _claims_json(out: Path) -> dict:
     """claims.json without wall times and dates."""
     data = json.loads((out / "claims.json").read_text())
-    data["meta"] = {k: v for k, v in data["meta"].items() if k not in VOLATILE}
+    data["meta"] = {k: v for k, v in data["meta"].items() if k not in VOLATILE | SESSION}
     data["claims"] = [{k: v for k, v in c.items() if k not in VOLATILE} for c in data["claims"]]
     return data
 
@@ -83,6 +85,7 @@ def test_signal_stops_reproduce_with_130_and_a_rerun_resumes_to_the_uninterrupte
     stderr = log.read_text()
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr and f"interrupted ({sig.name})" in stderr
+    assert "4 finished runs kept" in stderr  # exp_first's two and exp_slow's two fast ones, written as they ended
     assert "claims (" not in stdout  # no claims table as if all were well
     interrupted = _claims_json(out)
     assert interrupted["meta"]["status"] == "interrupted"
@@ -94,7 +97,10 @@ def test_signal_stops_reproduce_with_130_and_a_rerun_resumes_to_the_uninterrupte
     again = _reproduce(out)
     assert again.exit_code == 0, again.output
     assert "resuming" in again.stderr and "reused exp_first" in again.stderr
+    assert "finished exp_slow in" in again.stderr and "(1 runs trained, 2 reused)" in again.stderr
     assert _claims_json(out) == _claims_json(clean)
+    header = (out / "report.md").read_text().split("\n")[2]  # the whole job: both sessions, the command as given
+    assert "over 2 sessions" in header and "interrupted" in header and f"--out {out}" in header
 
 
 def test_an_interrupt_a_trainer_turns_into_a_run_status_still_stops_the_experiments(tmp_path, fake_suite):
@@ -116,24 +122,30 @@ def test_an_interrupt_a_trainer_turns_into_a_run_status_still_stops_the_experime
 def test_a_claim_from_a_failed_run_is_inconclusive_with_the_reason(tmp_path, monkeypatch):
     real = exp_runner.run_many
 
-    def one_run_fails(configs, progress=None):
-        runs = real(configs, progress)
-        runs[0].summary["status"] = "failed"
-        return runs
+    def one_run_fails(configs, progress=None, on_run=None):
+        def fail_first(i, run):  # the first run ends failed, as it is written
+            if i == 0:
+                run.summary["status"] = "failed"
+            on_run(i, run)
+
+        return real(configs, progress, on_run=fail_first)
 
     monkeypatch.setattr(exp_runner, "run_many", one_run_fails)
     ctx = Context(out=tmp_path, quick=True, sizes=TINY)
     claims = run_experiments(ctx, [fake_experiments.exp_slow])  # supported when its runs are sound
     assert [c.verdict for c in claims] == [INCONCLUSIVE]
-    assert "interrupted or failed" in claims[0].notes and "runs/slow/L1.5 (failed)" in claims[0].notes
+    assert "interrupted or failed" in claims[0].notes and "runs/slow/L0.5 (failed)" in claims[0].notes
 
 
 def test_other_options_never_reuse_saved_results(tmp_path, fake_suite):
     out = tmp_path / "out"
     assert _reproduce(out).exit_code == 0
-    ctx = Context(out=out, quick=True, seed=1)
+    step = fused_available()  # the kernel step the command chose
+    ctx = Context(out=out, quick=True, seed=1, fused=step)
     assert load_checkpoint(ctx, fake_experiments.exp_first) is None  # another seed: stale
-    assert load_checkpoint(Context(out=out, quick=True), fake_experiments.exp_first) is not None
+    other_step = Context(out=out, quick=True, fused=not step)
+    assert load_checkpoint(other_step, fake_experiments.exp_first) is None  # the other kernel step: stale
+    assert load_checkpoint(Context(out=out, quick=True, fused=step), fake_experiments.exp_first) is not None
     refused = _reproduce(out, "--seed", "1")
     assert refused.exit_code == 2 and "already holds files" in refused.stderr
     assert "it holds `reproduce linear --quick" in refused.stderr  # what made it, as a command
@@ -143,6 +155,8 @@ def test_other_options_never_reuse_saved_results(tmp_path, fake_suite):
     assert forced.exit_code == 0, forced.output
     assert "reused" not in forced.stderr and forced.stderr.count("finished exp_") == 3
     assert json.loads((out / "reproduce.json").read_text())["seed"] == 1
+    # --force removed the earlier job's checkpoints: nothing of seed 0 can be reused by a later resume
+    assert load_checkpoint(Context(out=out, quick=True, fused=step), fake_experiments.exp_first) is None
 
 
 def test_a_finished_output_rerun_reuses_everything(tmp_path, fake_suite):

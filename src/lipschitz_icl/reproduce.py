@@ -9,24 +9,30 @@ raises ``ExperimentsInterrupted``."""
 from __future__ import annotations
 
 import datetime as _dt
+import importlib
 import importlib.util
 import json
+import shutil
 import time
 from pathlib import Path
 
 from . import __version__
 from .errors import UserInputError
 from .experiments import claim_ids, experiments_for, experiments_for_claims, run_experiments, suite_names, suites
-from .experiments.checkpoint import ExperimentLog, ExperimentsInterrupted
+from .experiments.checkpoint import FAILED_CRITERION, ExperimentLog, ExperimentsInterrupted
 from .experiments.claims import STATEMENTS, ClaimResult
 from .experiments.registry import Experiment, paper_claims, paper_ids, papers
-from .experiments.runner import Context, ProgressHook
+from .experiments.runner import FINISHED_STATUSES, Context, ProgressHook
 from .interrupts import deferred_signals
 from .papers import load_plugins
 from .report import Comparison, software_meta, write_report
 from .store import atomic_write_json
 
-MANIFEST_FILE = "reproduce.json"  # the options an output directory was made with
+MANIFEST_FILE = "reproduce.json"  # the options an output directory was made with, and its sessions
+MAX_SEED = 2**31 - 1  # experiments add small offsets to the seed; every config seed stays far inside int64
+# what reproduce writes into its output directory (--force removes these, and nothing else)
+OUTPUT_ENTRIES = ("experiments", "runs", "data", "figures", "comparisons", "features", "claims.json", "claims.csv",
+                  "claims.tex", "report.md", "report.html", MANIFEST_FILE)
 
 
 def available_suites() -> list[str]:
@@ -107,18 +113,37 @@ def listing_markdown() -> str:
     return "\n".join(parts) + "\n"
 
 
+def numba_problem() -> str | None:
+    """Why the compiled kernel step cannot run here (numba missing, or installed but failing to import),
+    or None when it can."""
+    if importlib.util.find_spec("numba") is None:
+        return "needs numba, which is not installed (pip install numba, or lipschitz-icl[fused])"
+    try:
+        importlib.import_module("numba")
+    except Exception as e:  # noqa: BLE001 - a broken install is reported, never a crash
+        return f"numba is installed but cannot be imported ({type(e).__name__}: {e})"
+    return None
+
+
 def fused_available() -> bool:
-    """Whether the compiled kernel step can run here (numba installed): reproduce's default."""
-    return importlib.util.find_spec("numba") is not None
+    """Whether the compiled kernel step can run here (numba installed and importable): reproduce's default."""
+    return numba_problem() is None
 
 
 def resolve_fused(asked: bool | None, option: str = "fused", instead: str = "fused=False") -> bool:
-    """The kernel step to use: ``asked``, or by default whether numba is installed; asking for the
-    fused step without numba raises UserInputError naming ``option`` and what to pass ``instead``."""
-    if asked and not fused_available():
-        raise UserInputError(f"{option}: needs numba, which is not installed (pip install numba, or "
-                             f"lipschitz-icl[fused]); allowed: {instead}")
-    return fused_available() if asked is None else asked
+    """The kernel step to use: ``asked``, or by default whether numba can be imported; asking for the
+    fused step without a working numba raises UserInputError naming ``option`` and what to pass ``instead``."""
+    problem = numba_problem()
+    if asked and problem is not None:
+        raise UserInputError(f"{option}: {problem}; allowed: {instead}")
+    return problem is None if asked is None else asked
+
+
+def check_seed(seed: int, option: str = "seed") -> int:
+    """``seed`` when it is a whole number in [0, MAX_SEED], else UserInputError naming ``option``."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise UserInputError(f"{option}: {seed!r} is out of range (allowed: a whole number from 0 to {MAX_SEED})")
+    return seed
 
 
 def kernel_step_name(fused: bool) -> str:
@@ -133,13 +158,46 @@ def options_of(suite: str, quick: bool, seed: int, fused: bool = False, plugins:
     return {**options, "plugins": list(plugins)} if plugins else options
 
 
-def recorded_options(out: Path) -> dict | None:
-    """The options ``out`` was made with, or None when it is not a reproduce output."""
+def _manifest(out: Path) -> dict | None:
     try:
         data = json.loads((out / MANIFEST_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def recorded_options(out: Path) -> dict | None:
+    """The options ``out`` was made with, or None when it is not a reproduce output."""
+    data = _manifest(out)
+    return None if data is None else {k: v for k, v in data.items() if k != "sessions"}
+
+
+def recorded_sessions(out: Path) -> list[dict]:
+    """The sessions that wrote ``out`` (start, end, wall_s, command, status, exit), oldest first."""
+    sessions = (_manifest(out) or {}).get("sessions")
+    return [s for s in sessions if isinstance(s, dict)] if isinstance(sessions, list) else []
+
+
+def finished_runs(out: Path) -> int:
+    """How many runs under ``out/runs`` ended normally (a resume reuses them)."""
+    count = 0
+    for summary in (out / "runs").glob("*/*/summary.json"):
+        try:
+            count += json.loads(summary.read_text(encoding="utf-8")).get("status") in FINISHED_STATUSES
+        except (OSError, ValueError, AttributeError):
+            continue
+    return count
+
+
+def clear_output(out: Path) -> None:
+    """Remove what reproduce wrote into ``out`` (``OUTPUT_ENTRIES``; other files stay): starting over
+    leaves no saved experiment or run of the earlier job to be reused."""
+    for name in OUTPUT_ENTRIES:
+        path = out / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
 
 
 def reproduce(
@@ -169,31 +227,62 @@ def reproduce(
     ``plugins`` names modules (a user's paper packages) to import first, so that their papers, claims and
     suites can be named in ``suite``."""
     load_plugins(list(plugins or []))
+    check_seed(seed)
     fused = resolve_fused(fused)
     names, experiments = resolve_targets([suite] if isinstance(suite, str) else list(suite))
     suite = " ".join(names)
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out / MANIFEST_FILE, options_of(suite, quick, seed, fused, plugins))
-    ctx = Context(out=out, quick=quick, seed=seed, workers=workers, progress=progress, fused=fused)
+    options = options_of(suite, quick, seed, fused, plugins)
+    sessions = recorded_sessions(out) if resume else []
+    session = {"start": _now(), "command": command or _command_of(suite, quick, seed, fused, out, plugins),
+               "status": "running"}
+    atomic_write_json(out / MANIFEST_FILE, {**options, "sessions": [*sessions, session]})
+    ctx = Context(out=out, quick=quick, seed=seed, workers=workers, progress=progress, fused=fused, resume=resume)
     start = time.perf_counter()
     stopped: ExperimentsInterrupted | None = None
     try:
         claims = run_experiments(ctx, experiments, resume=resume, log=log)
     except ExperimentsInterrupted as stop:
         claims, stopped = stop.claims, stop
-    meta = {
-        "command": command or f"lipschitz-icl reproduce {suite}" + (" --quick" if quick else ""),
-        "suites": ", ".join(available_suites() if "all" in names else names),
-        "size": "quick" if quick else "full", "seed": seed, "kernel_step": kernel_step_name(fused),
-        "wall_s": round(time.perf_counter() - start, 1),
-        "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), **software_meta(),
-        "status": "interrupted" if stopped is not None else "finished",
-        "papers": {p.id: p.as_meta() for p in papers() if any(c.paper == p.id for c in claims)},
-    }
-    with deferred_signals():  # a further Ctrl-C waits until the report is whole
+    failed = sorted({c.experiment for c in claims if c.criterion == FAILED_CRITERION})
+    status = "interrupted" if stopped is not None else ("failed" if failed else "finished")
+    session.update(end=_now(), wall_s=round(time.perf_counter() - start, 1), status=status,
+                   exit={"finished": 0, "failed": 1, "interrupted": 130}[status])
+    sessions.append(session)
+    meta = _meta(names, quick, seed, fused, claims, sessions, status, failed)
+    with deferred_signals():  # a further Ctrl-C waits until the report and the manifest are whole
         write_report(out, claims, meta, compare)
+        atomic_write_json(out / MANIFEST_FILE, {**options, "sessions": sessions})
     if stopped is not None:
         stopped.meta = meta
         raise stopped
     return claims, meta
 
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _command_of(suite: str, quick: bool, seed: int, fused: bool, out: Path, plugins: list[str] | None) -> str:
+    """The command line that makes these options into ``out`` (the API's call written as the CLI's)."""
+    flags = [suite] + (["--quick"] if quick else []) + ([f"--seed {seed}"] if seed else [])
+    flags += ([] if fused == fused_available() else ["--fused" if fused else "--no-fused"])
+    flags += [f"--plugins {','.join(plugins)}"] if plugins else []
+    return " ".join(["lipschitz-icl reproduce", *flags, "--out", str(out)])
+
+
+def _meta(names: list[str], quick: bool, seed: int, fused: bool, claims: list[ClaimResult], sessions: list[dict],
+          status: str, failed: list[str]) -> dict:
+    """claims.json's meta: this session's command, every session (the wall time is their total), the
+    software and machine, each paper's citation, and the experiments that failed."""
+    return {
+        "command": sessions[-1]["command"],
+        "suites": ", ".join(available_suites() if "all" in names else names),
+        "size": "quick" if quick else "full", "seed": seed, "kernel_step": kernel_step_name(fused),
+        "wall_s": round(sum(s.get("wall_s") or 0.0 for s in sessions), 1),
+        "sessions": sessions,
+        "date": _now()[:-7] + " UTC", **software_meta(),
+        "status": status,
+        "failed_experiments": failed,
+        "papers": {p.id: p.as_meta() for p in papers() if any(c.paper == p.id for c in claims)},
+    }

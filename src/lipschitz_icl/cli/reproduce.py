@@ -10,7 +10,7 @@ from rich.table import Table
 
 from ..errors import UserInputError
 from ..experiments import claim_ids
-from ..experiments.checkpoint import ExperimentsInterrupted
+from ..experiments.checkpoint import ExperimentsInterrupted, signal_watch
 from ..experiments.claims import NO_VERDICT
 from ..papers import load_plugins
 from ..report import Comparison, sorted_claims
@@ -18,6 +18,9 @@ from ..report import update_readme as write_readme
 from ..reproduce import (
     available_papers,
     available_suites,
+    check_seed,
+    clear_output,
+    finished_runs,
     listing,
     listing_markdown,
     options_of,
@@ -82,9 +85,10 @@ def _experiment_logger():
     if err.is_terminal:
         return None
 
-    def log(event: str, name: str, elapsed: float) -> None:
+    def log(event: str, name: str, elapsed: float, detail: str = "") -> None:
         stamp = time.strftime("%H:%M:%S")
-        tail = f" in {elapsed:.1f} s" if event == "finished" else (" (saved result)" if event == "reused" else "")
+        tail = f" in {elapsed:.1f} s" if event == "finished" else ""
+        tail += f" ({detail})" if detail else ""
         err.print(esc(f"[{stamp}] {event} {name}{tail}"), highlight=False, soft_wrap=True)
 
     return log
@@ -105,7 +109,7 @@ def reproduce_command(
     quick: bool = typer.Option(False, "--quick", help="Reduced sizes: a few minutes on a laptop CPU."),
     out_dir: Path = typer.Option(None, "--out", "-o",
                                  help="Output directory (default: reproduce-out/<suite>[-quick])."),
-    seed: int = typer.Option(0, "--seed", min=0, help="Base seed of every experiment."),
+    seed: int = typer.Option(0, "--seed", help="Base seed of every experiment (0 to 2^31 - 1)."),
     workers: int = typer.Option(1, "--workers", min=1, help="Parallel workers for multi-run experiments."),
     force: bool = typer.Option(False, "--force", help="Write into --out even if it holds files (start over)."),
     resume: bool = typer.Option(False, "--resume", help="Finish an interrupted reproduce in --out (same options)."),
@@ -136,33 +140,68 @@ def reproduce_command(
             typer.echo(listing_markdown(), nl=False) if markdown else _print_listing()
             return
         check_out_path(out_dir, "--out")
+        check_seed(seed, "--seed")
         names, _ = resolve_targets([*(targets or []), *(paper or [])] or ["all"])
         suite = " ".join(names)
         compare = _check_files(update_readme, compare_with)
-        fused = resolve_fused(fused, "--fused", "--no-fused")
+        fused_flag, fused = fused, resolve_fused(fused, "--fused", "--no-fused")
         out, resuming = _choose_out(out_dir, suite, quick, seed, fused, resume=resume, force=force,
                                     plugins=plugin_list)
-        if resuming:
-            err.print(esc(f"resuming in {out}: finished experiments are reused"), highlight=False)
-        cmd = f"lipschitz-icl reproduce {suite}" + (" --quick" if quick else "")
-        with progress_bar(transient=False) as bar:
-            tasks: dict[str, int] = {}
+        _announce(out, resuming, force)
+        cmd = _command_line(suite, quick, out, seed, workers, fused_flag, plugin_list)
+        claims, meta = _run_with_progress(names, out, quick=quick, seed=seed, workers=workers, command=cmd,
+                                          resume=resuming, compare=compare, fused=fused, plugins=plugin_list)
+    _finish(claims, meta, out, update_readme)
 
-            def progress(label: str, done: int, total: int) -> None:
-                if label not in tasks:
-                    tasks[label] = bar.add_task(label, total=total, info="")
-                bar.update(tasks[label], completed=done, total=total)
 
-            try:
-                claims, meta = reproduce(names, out, quick=quick, seed=seed, workers=workers, progress=progress,
-                                         command=cmd, resume=resuming, log=_experiment_logger(),
-                                         compare=compare, fused=fused, plugins=plugin_list)
-            except ExperimentsInterrupted as stop:
-                n = sum(c.statistic.get("status") == "interrupted" for c in stop.claims)
-                fail(f"interrupted ({stop.signal_name}): {n} claims marked interrupted in {out}/report.md; "
-                     f"run the same command again to finish", 130)
+def _finish(claims, meta: dict, out: Path, readme: Path | None) -> None:
+    """The claims table, the README update, and exit 1 naming the experiments that failed."""
     _print_claims(claims, meta, out)
-    _update_readme(update_readme, claims, out, meta)
+    _update_readme(readme, claims, out, meta)
+    if meta.get("failed_experiments"):
+        failed = meta["failed_experiments"]
+        fail(f"{len(failed)} experiment(s) failed ({', '.join(failed)}): their claims are inconclusive, with the "
+             f"error in {out}/report.md; the other claims are in the report", 1)
+
+
+def _announce(out: Path, resuming: bool, force: bool) -> None:
+    """Say that a resume reuses what is there; with --force, clear what an earlier job wrote."""
+    if resuming:
+        err.print(esc(f"resuming in {out}: finished experiments and runs are reused"), highlight=False)
+    elif force:
+        clear_output(out)  # starting over: nothing of the earlier job may be reused later
+
+
+def _command_line(suite: str, quick: bool, out: Path, seed: int, workers: int, fused: bool | None,
+                  plugins: list[str]) -> str:
+    """The command as given (every option that was set, and the output directory), for the report."""
+    flags = [suite] + (["--quick"] if quick else []) + ["--out", str(out)]
+    flags += ([f"--seed {seed}"] if seed else []) + ([f"--workers {workers}"] if workers > 1 else [])
+    flags += [] if fused is None else ["--fused" if fused else "--no-fused"]
+    flags += [f"--plugins {','.join(plugins)}"] if plugins else []
+    return " ".join(["lipschitz-icl reproduce", *flags])
+
+
+def _run_with_progress(names: list[str], out: Path, **kw):
+    """``reproduce`` under a progress bar; an interrupt is one line and exit 130, saying what was kept."""
+    with progress_bar(transient=False) as bar, signal_watch() as fired:
+        tasks: dict[str, int] = {}
+
+        def progress(label: str, done: int, total: int) -> None:
+            if label not in tasks:
+                tasks[label] = bar.add_task(label, total=total, info="")
+            bar.update(tasks[label], completed=done, total=total)
+
+        try:
+            return reproduce(names, out, progress=progress, log=_experiment_logger(), **kw)
+        except ExperimentsInterrupted as stop:
+            n = sum(c.statistic.get("status") == "interrupted" for c in stop.claims)
+            fail(f"interrupted ({stop.signal_name}): {n} claims marked interrupted in {out}/report.md; "
+                 f"{finished_runs(out)} finished runs kept; run the same command again to finish", 130)
+        except KeyboardInterrupt:  # after the last experiment, while the report was written: it is whole
+            sig = fired[0] if fired else "SIGINT"
+            fail(f"interrupted ({sig}) after every experiment had finished: the report in {out} is complete; "
+                 "nothing to resume", 130)
 
 
 def _print_listing() -> None:

@@ -1,8 +1,14 @@
 """Running a list of experiments so that an interruption is reported and a rerun resumes.
 
 * Each finished experiment's claims are saved as ``<out>/experiments/<module>.<name>.json`` with a
-  fingerprint (experiment, claims, sizes, seed, package version); a rerun reuses a saved result
-  only when its fingerprint matches, so a rerun with other options never reuses stale results.
+  fingerprint (experiment, claims, sizes, seed, kernel step, package version) and a checksum of the
+  claims; a rerun reuses a saved result only when its fingerprint matches, its checksum and field
+  types hold, and every run its claims rest on is still there and finished, so a rerun with other
+  options, a hand-edited file or a half-overwritten output never reuses stale results.
+* Inside an experiment, every run is written as it stops (``runner.run_group``); a resumed experiment
+  reuses the finished runs of the same config and trains only the rest (``Context.resume``).
+* A failed write (an OSError: disk full, permissions) stops the whole job: it is not an experiment's
+  failure to record but a fault of the output, raised to the caller.
 * Ctrl-C or SIGTERM (noticed by a signal watch even where a trainer turned it into a run status)
   stops the list: the experiment under way and every one not yet run get claims marked
   ``interrupted`` (verdict inconclusive), and ``ExperimentsInterrupted`` carries all claims.
@@ -14,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import json
 import signal
 import threading
@@ -23,16 +30,20 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
 from .. import __version__
 from ..store import SUMMARY_FILE, atomic_write_json
 from .claims import INCONCLUSIVE, STATEMENTS, ClaimResult
 from .registry import Experiment
 from .runner import Context
 
-ExperimentLog = Callable[[str, str, float], None]  # (event: started | finished | reused, name, elapsed s)
+# (event: started | finished | reused, experiment name, elapsed s, detail: e.g. how many runs a resume reused)
+ExperimentLog = Callable[[str, str, float, str], None]
 CHECKPOINT_DIR = "experiments"
 BAD_STATUSES = ("interrupted", "failed")
 INTERRUPTED_CRITERION = "(interrupted: the experiment did not finish)"
+FAILED_CRITERION = "(experiment failed)"
 
 
 class ExperimentsInterrupted(KeyboardInterrupt):
@@ -52,10 +63,19 @@ def experiment_key(exp: Experiment) -> str:
 
 
 def fingerprint(ctx: Context, exp: Experiment) -> dict[str, Any]:
-    """What a saved result depends on: a saved result is reused only if this is equal."""
+    """What a saved result depends on: a saved result is reused only if this is equal (the number of
+    workers changes no number: every run is the same config whichever path trains it)."""
     sizes = dataclasses.asdict(ctx.sizes) if ctx.sizes is not None else None
     return {"experiment": experiment_key(exp), "claims": list(getattr(exp, "claims", [])),
-            "sizes": json.loads(json.dumps(sizes)), "seed": ctx.seed, "version": __version__}
+            "sizes": json.loads(json.dumps(sizes)), "seed": ctx.seed,
+            "kernel_step": "fused" if ctx.fused else "unfused", "version": __version__}
+
+
+_CLAIMS_ADAPTER = TypeAdapter(list[ClaimResult])
+
+
+def _checksum(claims: list[dict]) -> str:
+    return hashlib.sha256(json.dumps(claims, sort_keys=True).encode()).hexdigest()
 
 
 def _checkpoint_path(ctx: Context, exp: Experiment) -> Path:
@@ -63,20 +83,25 @@ def _checkpoint_path(ctx: Context, exp: Experiment) -> Path:
 
 
 def load_checkpoint(ctx: Context, exp: Experiment) -> list[ClaimResult] | None:
-    """The saved claims of ``exp`` when they were made with the same fingerprint, else None."""
+    """The saved claims of ``exp`` when they were made with the same fingerprint, are unaltered (checksum)
+    and well typed, and every run they rest on is still there and finished; else None (run it again)."""
     try:
         saved = json.loads(_checkpoint_path(ctx, exp).read_text(encoding="utf-8"))
-        if saved.get("fingerprint") != fingerprint(ctx, exp):
+        if saved.get("fingerprint") != fingerprint(ctx, exp) or saved.get("sha256") != _checksum(saved["claims"]):
             return None
-        return [ClaimResult(**c) for c in saved["claims"]]
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return None  # missing, unreadable or from another version: run the experiment again
+        claims = _CLAIMS_ADAPTER.validate_python(saved["claims"])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, ValidationError):
+        return None  # missing, unreadable, edited or from another version
+    if bad_runs(ctx, [r for c in claims for r in c.runs]):
+        return None  # a run it rests on was interrupted, failed or removed since
+    return claims
 
 
 def save_checkpoint(ctx: Context, exp: Experiment, claims: list[ClaimResult]) -> None:
     path = _checkpoint_path(ctx, exp)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(path, {"fingerprint": fingerprint(ctx, exp), "claims": [c.as_dict() for c in claims]})
+    saved = json.loads(json.dumps([c.as_dict() for c in claims]))  # as read back: JSON types
+    atomic_write_json(path, {"fingerprint": fingerprint(ctx, exp), "sha256": _checksum(saved), "claims": saved})
 
 
 @contextlib.contextmanager
@@ -117,14 +142,27 @@ def interrupted_claims(exp: Experiment, wall_s: float = 0.0) -> list[ClaimResult
                         "(or add --resume) to finish it", wall_s)
 
 
+def _status(ctx: Context, rel: str) -> str:
+    try:
+        return str(json.loads((ctx.out / rel / SUMMARY_FILE).read_text()).get("status"))
+    except (OSError, ValueError, AttributeError):
+        return "failed"  # unreadable: not a result to judge a claim by
+
+
+def count_censored(ctx: Context, claims: list[ClaimResult]) -> list[ClaimResult]:
+    """Every run a claim rests on that stopped at its step budget is censored: listed in ``censored_runs``,
+    and ``censored`` is at least their number (an experiment may count more, e.g. events not reached)."""
+    for c in claims:
+        c.censored_runs = [rel for rel in c.runs if _status(ctx, rel) == "budget"]
+        c.censored = max(c.censored, len(c.censored_runs))
+    return claims
+
+
 def bad_runs(ctx: Context, run_dirs: list[str]) -> list[str]:
     """The run directories (relative to ctx.out) whose summary status is interrupted or failed."""
     found = []
     for rel in run_dirs:
-        try:
-            status = json.loads((ctx.out / rel / SUMMARY_FILE).read_text()).get("status")
-        except (OSError, ValueError, AttributeError):
-            status = "failed"  # unreadable: not a result to judge a claim by
+        status = _status(ctx, rel)
         if status in BAD_STATUSES:
             found.append(f"{rel} ({status})")
     return found
@@ -147,13 +185,14 @@ def _run_one(ctx: Context, exp: Experiment, fired: list[str]) -> tuple[list[Clai
     start, first_run = time.perf_counter(), len(ctx.run_dirs)
     try:
         claims = exp(ctx)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, OSError):  # a stop, or a failed write: not the experiment's to record
         raise
     except Exception as e:  # noqa: BLE001 - reported in the claims table, never a crash
-        return _placeholder(exp, "(experiment failed)", {"error": repr(e)}, traceback.format_exc(limit=3),
+        return _placeholder(exp, FAILED_CRITERION, {"error": repr(e)}, traceback.format_exc(limit=3),
                             time.perf_counter() - start), False
     if fired:  # a trainer turned the interrupt into a run status and the experiment went on
         raise KeyboardInterrupt
+    claims = count_censored(ctx, claims)
     return enforce_run_status(claims, bad_runs(ctx, ctx.run_dirs[first_run:])), True
 
 
@@ -167,11 +206,11 @@ def run_all(ctx: Context, experiments: list[Experiment], *, resume: bool = False
             if saved is not None:
                 results.extend(saved)
                 if log is not None:
-                    log("reused", exp.__name__, 0.0)
+                    log("reused", exp.__name__, 0.0, "saved result")
                 continue
-            start = time.perf_counter()
+            start, reused, trained = time.perf_counter(), ctx.reused_runs, ctx.trained_runs
             if log is not None:
-                log("started", exp.__name__, 0.0)
+                log("started", exp.__name__, 0.0, "")
             try:
                 claims, finished = _run_one(ctx, exp, fired)
             except KeyboardInterrupt:
@@ -181,8 +220,9 @@ def run_all(ctx: Context, experiments: list[Experiment], *, resume: bool = False
                 raise ExperimentsInterrupted(results, fired[0] if fired else "SIGINT") from None
             results.extend(claims)
             if finished:
-                with contextlib.suppress(OSError):  # a result that cannot be saved is only rerun
-                    save_checkpoint(ctx, exp, claims)
+                save_checkpoint(ctx, exp, claims)
             if log is not None:
-                log("finished", exp.__name__, time.perf_counter() - start)
+                kept = ctx.reused_runs - reused
+                detail = f"{ctx.trained_runs - trained} runs trained, {kept} reused" if kept else ""
+                log("finished", exp.__name__, time.perf_counter() - start, detail)
     return results

@@ -56,6 +56,9 @@ class ClaimResult:
     forced: bool = False
     forced_reason: str = ""
     censored: int = 0  # runs that did not reach their target within the budget; never silently dropped
+    # the claim's runs that stopped at their step budget (status budget), found by checkpoint.count_censored for
+    # every experiment: ``censored`` is never below their number
+    censored_runs: list[str] = field(default_factory=list)
     interval: dict[str, list[float]] = field(default_factory=dict)  # statistic name -> [low, high]
     size: str = ""  # tiny | quick | full: the sizes the experiment ran at
     undecided_because: str = ""  # for an inconclusive verdict: what would decide it

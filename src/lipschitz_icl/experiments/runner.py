@@ -5,7 +5,9 @@ the experiments start from and the wrapper that runs one with a single torch thr
 from __future__ import annotations
 
 import functools
+import json
 import math
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,13 +15,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .. import __version__
 from ..api import Run, load_run, write_run
 from ..batch import RunsInterrupted, run_many
 from ..config import Config, apply_overrides, load_config, validate_config
 from ..engines.kernel import KernelEngine
+from ..errors import UserInputError
 from ..problem import build_problem
-from ..store import atomic_write_text
-from ..sweep import run_configs
+from ..store import SUMMARY_FILE, atomic_write_text
+from ..sweep import load_index, run_configs
 from ..theory import flat_time_scale, theory_of
 from ..threads import single_threaded_torch
 from .sizes import Sizes, sizes
@@ -37,6 +41,9 @@ class Context:
     sizes: Sizes | None = None  # default: QUICK or FULL by ``quick``
     run_dirs: list[str] = field(default_factory=list)
     fused: bool = False  # kernel-engine runs that allow it take the compiled step (engine.fused; numba)
+    resume: bool = False  # reuse the finished runs already in out/runs (same config hash, same version)
+    reused_runs: int = 0  # runs reused so far (resume), for the log
+    trained_runs: int = 0  # runs trained and written so far
 
     def __post_init__(self) -> None:
         if self.sizes is None:
@@ -69,41 +76,101 @@ def with_overrides(cfg: Config, overrides: list[str]) -> Config:
 def run_group(ctx: Context, group: str, configs: list[Config], label: str | None = None) -> list[Run]:
     """Run configs (each with a unique ``name``) and write them under out/runs/<group>/<name>.
 
-    Kernel-engine runs that share a shape are trained together as one tensor program
-    (``batch.run_many``: identical numbers to one-by-one runs); with ``ctx.workers > 1`` the
-    group goes through the Dask sweep engine instead. On Ctrl-C the runs that ended (an interrupted
-    one with status ``interrupted``) are written before the KeyboardInterrupt goes on."""
+    Each run is written the moment it stops, so an interrupt (or a kill) keeps every finished run;
+    with ``ctx.resume`` a run directory that already holds a finished run of the same config (config
+    hash, package version) is reused instead of trained. Kernel-engine runs that share a shape are
+    trained together as one tensor program (``batch.run_many``: identical numbers to one-by-one runs);
+    with ``ctx.workers > 1`` the runs go through the Dask sweep engine instead and are written in the
+    same layout. On Ctrl-C the runs that ended (an interrupted one with status ``interrupted``) are
+    written before the KeyboardInterrupt goes on."""
     label = label or group
     if ctx.fused:
         configs = [with_fused_step(c) for c in configs]
     group_dir = ctx.out / "runs" / group
     total = len(configs)
-    ctx.tick(label, 0, total)
-    if ctx.workers > 1:
-        results = _run_on_dask(ctx, group_dir, configs, label)
-    else:
-        try:
-            results = run_many(configs, progress=lambda done, n: ctx.tick(label, done, n))
-        except RunsInterrupted as stop:
-            _write_group(group_dir, configs, stop.runs)
-            raise
-        _write_group(group_dir, configs, results)
-    ctx.run_dirs.extend(str(r.dir.relative_to(ctx.out)) for r in results if r.dir is not None)
+    names = [cfg.name or f"run{i}" for i, cfg in enumerate(configs)]
+    results: list[Run | None] = [_reusable(group_dir / n, c) if ctx.resume else None for n, c in zip(names, configs,
+                                                                                                    strict=True)]
+    ctx.reused_runs += sum(r is not None for r in results)
+    todo = [i for i, r in enumerate(results) if r is None]
+    ctx.tick(label, total - len(todo), total)
+
+    def finished(j: int, run: Run | None) -> None:  # j indexes todo
+        if run is None:
+            return
+        i = todo[j]
+        results[i] = run
+        write_run(run, group_dir / names[i])
+        ctx.trained_runs += run.summary.get("status") != "interrupted"
+        ctx.tick(label, sum(r is not None for r in results), total)
+
+    pending = [configs[i] for i in todo]
+    try:
+        if ctx.workers > 1 and pending:
+            for j, run in enumerate(_run_on_dask(ctx, group_dir, pending, label)):
+                finished(j, run)
+        elif pending:
+            for j, run in enumerate(run_many(pending, on_run=finished)):
+                if results[todo[j]] is None:  # a run_many that reports only at the end
+                    finished(j, run)
+    except RunsInterrupted as stop:  # keep what ended before the interrupt (run_many wrote most already)
+        for j, run in enumerate(stop.runs):
+            if run is not None and results[todo[j]] is None:
+                finished(j, run)
+        raise
+    lost = [n for r, n in zip(results, names, strict=True) if r is None]
+    if lost:  # a sweep point that left no run directory: nothing to judge a claim by
+        raise RuntimeError(f"runs of {group} left no result: {', '.join(lost[:5])}")
+    ctx.run_dirs.extend(str((group_dir / n).relative_to(ctx.out)) for n in names)
     ctx.tick(label, total, total)
-    return results
+    for r, n in zip(results, names, strict=True):
+        r.dir = group_dir / n
+    return results  # type: ignore[return-value]
 
 
-def _write_group(group_dir: Path, configs: list[Config], results: list[Run | None]) -> None:
-    for i, (cfg, r) in enumerate(zip(configs, results, strict=True)):
-        if r is not None:
-            write_run(r, group_dir / (cfg.name or f"run{i}"))
+FINISHED_STATUSES = ("converged", "trivial", "budget", "diverged")  # a run that ended normally
+
+
+def _reusable(run_dir: Path, cfg: Config) -> Run | None:
+    """The finished run in ``run_dir`` when it is ``cfg``'s (same config hash, same package version),
+    else None (missing, interrupted, failed, from another config or version: it is trained again)."""
+    try:
+        summary = json.loads((run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
+        if (summary.get("status") not in FINISHED_STATUSES or summary.get("config_hash") != cfg.config_hash()
+                or summary.get("versions", {}).get("lipschitz_icl") != __version__):
+            return None
+        return load_run(run_dir)
+    except (OSError, ValueError, AttributeError, UserInputError):
+        return None
 
 
 def _run_on_dask(ctx: Context, group_dir: Path, configs: list[Config], label: str) -> list[Run]:
-    index = run_configs(configs, group_dir, workers=ctx.workers,
-                        progress=lambda done, failed, n: ctx.tick(label, done + failed, n))
+    """Train ``configs`` through the Dask sweep engine in a scratch sweep beside the group's runs, and
+    return them as Runs (the caller writes them in the group's own layout)."""
+    scratch = group_dir / ".sweep"
+    shutil.rmtree(scratch, ignore_errors=True)  # a previous attempt's: its finished runs were written already
+    try:
+        run_configs(configs, scratch, workers=ctx.workers,
+                    progress=lambda done, failed, n: ctx.tick(label, done + failed, n))
+    except KeyboardInterrupt:
+        raise RunsInterrupted(_sweep_runs(scratch, configs, finished_only=True)) from None
+    runs = _sweep_runs(scratch, configs, finished_only=False)
+    shutil.rmtree(scratch, ignore_errors=True)
+    return runs
+
+
+def _sweep_runs(scratch: Path, configs: list[Config], finished_only: bool) -> list[Run | None]:
+    """The runs of a scratch sweep in the order of ``configs`` (a failed point's too, unless
+    ``finished_only``); None for one that has no run directory."""
+    try:
+        index = load_index(scratch)
+    except UserInputError:
+        return [None] * len(configs)
     name_of = dict(zip(index["config_hash"], index["name"], strict=True))
-    return [load_run(group_dir / "runs" / name_of[cfg.config_hash()]) for cfg in configs]
+    dirs = [scratch / "runs" / name_of[c.config_hash()] if c.config_hash() in name_of else None for c in configs]
+    if finished_only:
+        return [_reusable(d, c) if d is not None else None for d, c in zip(dirs, configs, strict=True)]
+    return [load_run(d, require_finished=False) if d is not None else None for d in dirs]
 
 
 def with_fused_step(cfg: Config) -> Config:

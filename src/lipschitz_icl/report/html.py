@@ -15,7 +15,17 @@ from pathlib import Path
 from ..experiments.claims import ClaimResult
 from ..store import atomic_write_text
 from .data import Comparison, figure_owners, run_warnings, sorted_claims
-from .text import COMPARISONS_INTRO, MAX_ROWS, caption, comparison_warnings, flatten, provenance, reason
+from .text import (
+    COMPARISONS_INTRO,
+    MAX_ROWS,
+    caption,
+    comparison_warnings,
+    flatten,
+    provenance,
+    reason,
+    sessions_rows,
+    time_line,
+)
 
 VERDICT_COLOURS = {"supported": "#1a7f37", "not supported": "#cf222e", "inconclusive": "#9a6700"}
 STYLE = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
@@ -132,7 +142,11 @@ def write_report_html(out: Path, claims: list[ClaimResult], meta: dict, configs:
     sections += _comparisons(out, comparisons or [])
     cfg_html = "".join(f"<details><summary>{e(name)}</summary><pre>{e(text)}</pre></details>"
                        for name, text in configs.items())
-    meta_rows = "".join(f"<tr><td>{e(str(k))}</td><td>{e(str(v))}</td></tr>" for k, v in meta.items())
+    shown = {k: v for k, v in meta.items() if k not in ("sessions", "papers")}
+    shown["wall_s"] = time_line(meta)
+    rows = [*shown.items(), *sessions_rows(meta)]
+    rows += [(f"paper {pid}", p.get("citation", "")) for pid, p in (meta.get("papers") or {}).items()]
+    meta_rows = "".join(f"<tr><td>{e(str(k))}</td><td>{e(str(v))}</td></tr>" for k, v in rows)
     notes = ("<p><b>⚠ This reproduce was interrupted: claims marked interrupted have no verdict.</b></p>"
              if meta.get("status") == "interrupted" else "")
     notes += ("<p><em>Quick size: fewer values, seeds and steps; several verdicts can be inconclusive at this "
@@ -141,7 +155,8 @@ def write_report_html(out: Path, claims: list[ClaimResult], meta: dict, configs:
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>lipschitz-icl reproduce report</title>
 <style>{STYLE}</style></head><body>
-<h1>lipschitz-icl reproduce report</h1>{notes}
+<h1>lipschitz-icl reproduce report</h1>
+<p class=small>Command: <code>{e(str(meta.get("command", "")))}</code> · wall time: {e(time_line(meta))}</p>{notes}
 <h2>Claims{side}</h2>{_claims_table(claims, meta, compare)}
 {sections}
 <h2>Run information</h2><table>{meta_rows}</table>

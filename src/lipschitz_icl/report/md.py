@@ -19,6 +19,8 @@ from .text import (
     provenance,
     ranked_rows,
     reason,
+    sessions_rows,
+    time_line,
 )
 
 
@@ -133,9 +135,11 @@ def write_report_md(out: Path, claims: list[ClaimResult], meta: dict, compare: C
     parts = [
         "# lipschitz-icl reproduce report", "",
         f"Command: `{meta.get('command', '')}` · size: {meta.get('size')} · seed: {meta.get('seed')} · "
-        f"kernel step: {meta.get('kernel_step', 'unfused (torch)')} · wall time: {meta.get('wall_s', 0):.1f} s", "",
+        f"kernel step: {meta.get('kernel_step', 'unfused (torch)')} · wall time: {time_line(meta)}", "",
         "Verdicts: " + ", ".join(f"{v}: {n}" for v, n in counts.items()), "",
     ]
+    if len(meta.get("sessions") or []) > 1:
+        parts += [f"- {label}: {text}" for label, text in sessions_rows(meta)] + [""]
     if meta.get("status") == "interrupted":
         parts += ["**⚠ This reproduce was interrupted: claims marked interrupted have no verdict.**", ""]
     if meta.get("size") == "quick":

@@ -214,3 +214,21 @@ def _changed_numbers(a: dict, b: dict, criterion: str = "", limit: int = 4) -> l
         out.append("measured in only one of them: " + ", ".join(gone))
     return out
 
+
+
+def time_line(meta: dict) -> str:
+    """The job's wall time over all its sessions, each session's time and how it ended (a resumed output
+    is the work of several), e.g. '95.3 s over 2 sessions (30.1 s, interrupted; 65.2 s, finished)'."""
+    total = float(meta.get("wall_s") or 0.0)
+    sessions = [s for s in meta.get("sessions") or [] if isinstance(s, dict)]
+    if len(sessions) <= 1:
+        return f"{total:.1f} s"
+    parts = "; ".join(f"{float(s.get('wall_s') or 0.0):.1f} s, {s.get('status', '?')}" for s in sessions)
+    return f"{total:.1f} s over {len(sessions)} sessions ({parts})"
+
+
+def sessions_rows(meta: dict) -> list[tuple[str, str]]:
+    """(label, text) per session: when it ran, its command and how it ended."""
+    return [(f"session {i}", f"{s.get('start', '?')} to {s.get('end', '?')}, {float(s.get('wall_s') or 0.0):.1f} s, "
+             f"{s.get('status', '?')}: {s.get('command', '')}")
+            for i, s in enumerate(meta.get("sessions") or [], 1) if isinstance(s, dict)]
