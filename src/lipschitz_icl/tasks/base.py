@@ -37,6 +37,10 @@ class TaskClass:
 
     name: ClassVar[str] = ""
     defaults: ClassVar[dict[str, Any]] = {}
+    # True when the law of f is invariant under orthogonal maps of the input (f(x) and f(Ox) have one law):
+    # Sigma on the features is then a function of G = V^T V, and a setting inherits every symmetry of G
+    # (lipschitz_icl.equivalence). A class that does not declare it is treated as not invariant.
+    rotation_invariant: ClassVar[bool] = False
 
     def __init__(self, L: float, d: int, **params: Any) -> None:
         self.L = float(L)  # the class's Lipschitz bound L

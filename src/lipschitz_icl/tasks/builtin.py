@@ -18,6 +18,7 @@ class Linear(TaskClass):
     """f(x) = w^T x, w uniform on the sphere of radius L."""
 
     name = "linear"
+    rotation_invariant = True  # w, W1, centres, omega, c: isotropic laws
 
     def sample(self, n, gen, dtype, device="cpu") -> Funcs:
         w = _randn(gen, n, self.d, dtype=dtype, device=device)
@@ -38,6 +39,7 @@ class ReluNet(TaskClass):
     """f(x) = W2 relu(W1 x + b1), rescaled so that ||W2||_2 ||W1||_2 = L."""
 
     name = "relu_net"
+    rotation_invariant = True  # w, W1, centres, omega, c: isotropic laws
     defaults = {"width": 32, "bias": 1.0}
 
     def sample(self, n, gen, dtype, device="cpu") -> Funcs:
@@ -66,6 +68,7 @@ class RBF(TaskClass):
     e^{-1/2} / s * sum_j |a_j| = L."""
 
     name = "rbf"
+    rotation_invariant = True  # w, W1, centres, omega, c: isotropic laws
     defaults = {"centers": 8, "width": 0.5, "spread": 1.0}
 
     def sample(self, n, gen, dtype, device="cpu") -> Funcs:
@@ -93,6 +96,7 @@ class Sinusoid(TaskClass):
     """f(x) = L / ||omega|| * sin(omega^T x + phi), omega ~ N(0, freq^2 I / d), phi ~ U[0, 2 pi)."""
 
     name = "sinusoid"
+    rotation_invariant = True  # w, W1, centres, omega, c: isotropic laws
     defaults = {"freq": 2.0}
 
     def sample(self, n, gen, dtype, device="cpu") -> Funcs:
@@ -111,6 +115,7 @@ class Norm(TaskClass):
     """f(x) = L ||x - c||, c ~ N(0, spread^2 I / d)."""
 
     name = "norm"
+    rotation_invariant = True  # w, W1, centres, omega, c: isotropic laws
     defaults = {"spread": 1.0}
 
     def sample(self, n, gen, dtype, device="cpu") -> Funcs:
@@ -119,3 +124,27 @@ class Norm(TaskClass):
 
     def evaluate(self, funcs, x):
         return self.L * (x - funcs["c"].unsqueeze(1)).norm(dim=-1)
+
+
+@register_task
+class AnisoLinear(TaskClass):
+    """f(x) = L w^T x / ||w|| with w = D z, z ~ N(0, I_d), D = diag(decay^(j / (d - 1))): a linear class whose
+    directions favour the first input axes (not rotation-invariant, so on orthonormal features Sigma is not
+    a I + b 1 1^T). ||w / ||w|| || = 1, so every f is exactly L-Lipschitz."""
+
+    name = "aniso_linear"
+    defaults = {"decay": 0.25}
+
+    def axis_scales(self, dtype: torch.dtype, device="cpu") -> torch.Tensor:
+        j = torch.arange(self.d, dtype=dtype, device=device)
+        return self.params["decay"] ** (j / max(self.d - 1, 1))
+
+    def sample(self, n, gen, dtype, device="cpu") -> Funcs:
+        w = _randn(gen, n, self.d, dtype=dtype, device=device) * self.axis_scales(dtype, device)
+        return {"w": self.L * w / w.norm(dim=1, keepdim=True)}
+
+    def evaluate(self, funcs, x):
+        return torch.einsum("nmd,nd->nm", x, funcs["w"])
+
+    def lipschitz(self, funcs):
+        return funcs["w"].norm(dim=1)
