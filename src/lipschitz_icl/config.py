@@ -183,7 +183,7 @@ class ModelConfig(_Strict):
 
 class EngineConfig(_Strict):
     kind: str = Field("kernel", description="engine: a registered name (kernel, sampled, or a plugin's)")
-    counts: Literal["multinomial", "mean_field"] = "multinomial"
+    counts: Literal["multinomial", "mean_field", "exact"] = "multinomial"
     draws: int = Field(256, ge=1, le=10_000_000, description="kernel: multinomial count draws B")
     batch: int = Field(1024, ge=1, le=10_000_000, description="sampled: prompts per step")
     resample: bool | None = Field(

@@ -59,6 +59,7 @@ class ScoreObjective:
         self.sigma1 = spec.sigma.double().cpu() / problem.L**2  # Sigma at L = 1
         self.counts = spec.counts.double().cpu().T.contiguous()  # (K, B): c_n per draw
         self.inv_c = 1.0 / self.counts.clamp(min=1.0)
+        self.weights = None if spec.weights is None else spec.weights.double().cpu()  # exact counts: their law
         self.p = spec.p.double().cpu()
         self.tests1 = {name: s.double().cpu() / problem.L**2 for name, s in spec.tests.items()}
 
@@ -70,6 +71,7 @@ class ScoreObjective:
         return kernel_loss_grad(
             M.unsqueeze(0), self.counts.unsqueeze(0), self.inv_c.unsqueeze(0) if tau2 is not None else None,
             (L**2 * self.sigma1).unsqueeze(0), self.p.unsqueeze(0), tau2, test_sigmas, need_grad, full_attn=False,
+            weights=None if self.weights is None else self.weights.unsqueeze(0),
         )
 
     def initial_loss(self, L: float = 1.0) -> float:

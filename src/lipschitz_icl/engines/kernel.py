@@ -24,7 +24,7 @@ from ..errors import ConfigError
 from .base import Engine, Objective, SizeCheck, StepOutput
 from .kernel_batch import KernelBatch, batch_key
 from .kernel_grad import diagonal_of, kernel_loss_grad, symmetrize
-from .kernel_spec import KernelSpec, kernel_spec
+from .kernel_spec import EXACT_MAX, KernelSpec, exact_count_vectors, kernel_spec
 from .registry import register_engine
 
 if TYPE_CHECKING:
@@ -40,9 +40,11 @@ def kernel_loss(
     p: torch.Tensor,
     tau: float = 0.0,
     queries: slice | None = None,
+    weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Autograd reference: population loss of the queries in ``queries`` (their p-weighted share)
-    and their attention. M (K, K) scores M[k, n]; counts (B, K); sigma (K, K); p (K,)."""
+    and their attention. M (K, K) scores M[k, n]; counts (B, K); sigma (K, K); p (K,); weights (B,)
+    the probability of each count vector (exact counts), or None for the mean over draws."""
     K = M.shape[0]
     q = queries or slice(0, K)
     ks = torch.arange(K, device=M.device)[q]
@@ -54,8 +56,9 @@ def kernel_loss(
     quad = torch.einsum("kbn,nm,kbm->kb", err, sigma, err)
     if tau > 0:
         quad = quad + tau**2 * (a.square() / counts.clamp(min=1.0).unsqueeze(0)).sum(-1)
-    loss = 0.5 * (p[q] * quad.mean(1)).sum()
-    return loss, a.mean(1)
+    if weights is None:
+        return 0.5 * (p[q] * quad.mean(1)).sum(), a.mean(1)
+    return 0.5 * (p[q] * (quad * weights).sum(1)).sum(), torch.einsum("kbn,b->kn", a, weights)
 
 
 @register_engine
@@ -78,14 +81,20 @@ class KernelEngine(Engine):
             )
         if cfg.engine.train_prompts is not None:
             raise ConfigError("engine.train_prompts", "needs engine.kind=sampled (the kernel engine has no prompts)")
+        if cfg.engine.counts == "exact":
+            n = exact_count_vectors(cfg.prompt.N, cfg.features.K)
+            if n > EXACT_MAX:
+                raise ConfigError("engine.counts", f"exact: N={cfg.prompt.N}, K={cfg.features.K} has {n:,} count "
+                                  f"vectors (allowed: at most {EXACT_MAX:,}); use multinomial draws")
         if cfg.engine.fused:
             cls._check_fused(cfg)
 
     @classmethod
     def fusable(cls, cfg: Config) -> bool:
         """Whether ``engine.fused: true`` is allowed for this config (numba aside): a kernel-engine
-        run of the batched trainer's setting on the CPU."""
-        return cfg.engine.kind == "kernel" and cls.batchable(cfg) and cfg.engine.device == "cpu"
+        run of the batched trainer's setting on the CPU, with drawn (or mean-field) counts."""
+        return (cfg.engine.kind == "kernel" and cls.batchable(cfg) and cfg.engine.device == "cpu"
+                and cfg.engine.counts != "exact")
 
     @classmethod
     def _check_fused(cls, cfg: Config) -> None:
@@ -93,6 +102,9 @@ class KernelEngine(Engine):
         if not cls.batchable(cfg):
             raise ConfigError("engine.fused", "needs train.optimizer gd or sgd in S space (engine.space auto or S; "
                               f"got optimizer={cfg.train.optimizer}, space={cfg.engine.space}); allowed: false")
+        if cfg.engine.counts == "exact":
+            raise ConfigError("engine.fused", "takes drawn or mean-field counts (got engine.counts=exact); "
+                              "allowed: false")
         if cfg.engine.device != "cpu":
             raise ConfigError("engine.fused", f"runs on the CPU only (got engine.device={cfg.engine.device}); "
                               "allowed: false, or engine.device=cpu")
@@ -106,6 +118,9 @@ class KernelEngine(Engine):
         values on the K features."""
         K, d, N, e, M = cfg.features.K, cfg.features.d, cfg.prompt.N, cfg.engine, cfg.eval.functions
         checks = []
+        if e.counts == "exact":
+            n = exact_count_vectors(N, K)
+            checks.append(("engine.counts", f"every count vector (exact: {n:,} for N={N}, K={K})", 8 * n * K))
         if e.counts == "multinomial":
             checks.append(("engine.draws", f"the kernel engine's count draws (draws={e.draws}, K={K})",
                            8 * e.draws * K))
@@ -175,11 +190,12 @@ class KernelEngine(Engine):
         """kernel_loss_grad with this run alone (R = 1)."""
         c, inv_c = self.spec.count_inputs(self.counts)
         tau2 = None if self.tau == 0 else torch.full((1,), self.tau**2, dtype=self.sigma.dtype, device=self.device)
+        weights = None if self.spec.weights is None else self.spec.weights.unsqueeze(0)
         return kernel_loss_grad(
             self._scores().unsqueeze(0), c.unsqueeze(0), None if inv_c is None else inv_c.unsqueeze(0),
             self.sigma.unsqueeze(0), self.p.unsqueeze(0), tau2,
             {k: v.unsqueeze(0) for k, v in (tests or {}).items()}, need_grad, full_attn=need_grad,
-            sigma_diag=self.sigma_diag,
+            sigma_diag=self.sigma_diag, weights=weights,
         )
 
     def forward_backward(self) -> StepOutput:
@@ -208,9 +224,10 @@ class KernelEngine(Engine):
         """The exact population loss with this engine's counts (its B draws or N p), in float64."""
         V, counts = self.V.double(), self.counts.double()
         sigma, p, tau = self.sigma.double(), self.p.double(), self.tau
+        weights = None if self.spec.weights is None else self.spec.weights.double()
 
         def loss_kernel(Q: torch.Tensor) -> torch.Tensor:
             M = V.T @ Q.T @ V  # M_kn = v_n^T Q v_k
-            return kernel_loss(M, counts, sigma, p, tau)[0]
+            return kernel_loss(M, counts, sigma, p, tau, weights=weights)[0]
 
         return loss_kernel

@@ -26,7 +26,7 @@ def batch_key(spec: KernelSpec) -> tuple:
     return (
         spec.K, spec.counts.shape[0], spec.dtype, str(spec.device), spec.resample, spec.tau > 0,
         spec.gram is None, tuple(spec.tests), spec.space, diagonal_of(spec.sigma.unsqueeze(0)) is not None,
-        spec.fused,
+        spec.fused, spec.weights is not None,
     )
 
 
@@ -56,6 +56,8 @@ class KernelBatch:
         self.G = None if s0.gram is None else torch.stack([s.gram for s in specs])  # G = V^T V
         self.lr = torch.tensor(lrs, dtype=self.dtype, device=self.device).view(-1, 1, 1)  # eta
         self._set_counts([s.counts for s in specs])
+        # (R, B) probability of each count vector (engine.counts: exact), else None: the mean over draws
+        self.weights = None if s0.weights is None else torch.stack([s.weights for s in specs])
         self.grad: torch.Tensor | None = None
 
     @property
@@ -84,7 +86,7 @@ class KernelBatch:
         """``step`` by ``kernel_loss_grad``: ~67 torch operator calls at the quickstart's size."""
         out = kernel_loss_grad(
             self.M, self.counts, self.inv_c, self.sigma, self.p, self.tau2,
-            self.tests if full else None, need_grad=True, full_attn=full, sigma_diag=self.diag,
+            self.tests if full else None, need_grad=True, full_attn=full, sigma_diag=self.diag, weights=self.weights,
         )
         return self._precondition(out)
 
@@ -110,6 +112,7 @@ class KernelBatch:
             self.p[idx], None if self.tau2 is None else self.tau2[idx],
             {k: v[idx] for k, v in self.tests.items()}, need_grad=False, full_attn=True,
             sigma_diag=None if self.diag is None else self.diag[idx],
+            weights=None if self.weights is None else self.weights[idx],
         )
 
     def update(self) -> None:
@@ -125,7 +128,7 @@ class KernelBatch:
             return
         idx = torch.tensor(rows, dtype=torch.long, device=self.device)
         self.specs = [self.specs[i] for i in rows]
-        for name in ("M", "sigma", "diag", "p", "tau2", "G", "lr", "counts", "inv_c", "grad"):
+        for name in ("M", "sigma", "diag", "p", "tau2", "G", "lr", "counts", "inv_c", "grad", "weights"):
             t = getattr(self, name)
             if t is not None:
                 setattr(self, name, t.index_select(0, idx))

@@ -147,6 +147,7 @@ def kernel_loss_grad(
     full_attn: bool = True,
     chunk_elements: int | None = None,
     sigma_diag: torch.Tensor | None = None,
+    weights: torch.Tensor | None = None,
 ) -> KernelOut:
     """Loss, Attn_k, and optionally the full attention and the closed-form gradient of R runs.
 
@@ -154,10 +155,14 @@ def kernel_loss_grad(
     first); inv_c (R, K, B) 1 / max(c_n, 1) (used only with label noise); sigma (R, K, K)
     symmetric Sigma; p (R, K) p_k; tau2 (R,) tau^2, or None for no label noise; tests:
     name -> (R, K, K) symmetric Sigma of unseen functions, evaluated at the same attention;
-    sigma_diag: ``diagonal_of(sigma)`` when the caller knows Sigma is diagonal (a faster path).
+    sigma_diag: ``diagonal_of(sigma)`` when the caller knows Sigma is diagonal (a faster path);
+    weights (R, B): the probability of each count vector (``engine.counts: exact``, summing to 1), else
+    None for the plain mean over B draws.
     """
     chunk_elements = chunk_elements or CHUNK_ELEMENTS
-    args = (counts, inv_c, sigma, p, tau2, tests or {}, need_grad, full_attn, chunk_elements, sigma_diag)
+    if weights is not None:
+        sigma_diag = None  # the weighted expectation takes the (n, k, b) path
+    args = (counts, inv_c, sigma, p, tau2, tests or {}, need_grad, full_attn, chunk_elements, sigma_diag, weights)
     out = _loss_grad(M, *args, exact=False)
     if not math.isfinite(float(out.loss.sum())):  # P underflowed (or a run diverged): redo those runs
         for r in (~torch.isfinite(out.loss)).nonzero().flatten().tolist():
@@ -171,12 +176,20 @@ def kernel_loss_grad(
 
 
 def _rows(args: tuple, r: int) -> tuple:
-    counts, inv_c, sigma, p, tau2, tests, need_grad, full_attn, chunk, diag = args
+    counts, inv_c, sigma, p, tau2, tests, need_grad, full_attn, chunk, diag, weights = args
     sl = slice(r, r + 1)
     return (
         counts[sl], None if inv_c is None else inv_c[sl], sigma[sl], p[sl], None if tau2 is None else tau2[sl],
         {k: v[sl] for k, v in tests.items()}, need_grad, full_attn, chunk, None if diag is None else diag[sl],
+        None if weights is None else weights[sl],
     )
+
+
+def _average(x: torch.Tensor, w: torch.Tensor | None) -> torch.Tensor:
+    """The expectation over the count draws (last dimension): their mean, or the weighted sum (w (r, B))."""
+    if w is None:
+        return x.mean(-1)
+    return (x * w.view(w.shape[0], *([1] * (x.dim() - 2)), w.shape[1])).sum(-1)
 
 
 def _loss_grad(
@@ -191,6 +204,7 @@ def _loss_grad(
     full_attn: bool,
     chunk_elements: int,
     diag: torch.Tensor | None,
+    weights: torch.Tensor | None,
     exact: bool,
     train: bool = True,
 ) -> KernelOut:
@@ -204,7 +218,7 @@ def _loss_grad(
     q_slices = query_chunks(K, B, chunk_elements)
     kc_max = max(q.stop - q.start for q in q_slices)
     blocks = [(rs, qs) for rs in run_chunks(R, max(1, chunk_elements // (kc_max * B * K))) for qs in q_slices]
-    inputs = (M, P, counts, inv_c, sigma, p, tau2, tests, diag)
+    inputs = (M, P, counts, inv_c, sigma, p, tau2, tests, diag, weights)
     parts = [_block(inputs, rs, qs, need_grad, full_attn, exact, train) for rs, qs in blocks]
     out = parts[0] if len(blocks) == 1 else _assemble(M, blocks, parts)
     tests_out = {name: 0.5 * (p * out["test:" + name]).sum(-1) for name in tests}
@@ -235,7 +249,7 @@ def _loss_grad_diagonal(
     )
     tests_out = {}
     if tests:
-        tests_out = _loss_grad(M, counts, inv_c, sigma, p, tau2, tests, False, False, chunk_elements, None,
+        tests_out = _loss_grad(M, counts, inv_c, sigma, p, tau2, tests, False, False, chunk_elements, None, None,
                                False, train=False).tests
     return KernelOut(loss, attn_self, attn, grad, tests_out)
 
@@ -244,8 +258,9 @@ def _block(
     inputs: tuple, rs: slice, qs: slice, need_grad: bool, full_attn: bool, exact: bool, train: bool
 ) -> dict[str, torch.Tensor]:
     """One block of runs rs and queries qs: its (r, kc[, K]) pieces of the outputs (attn_self,
-    attn, test:<name>, quad, grad). ``inputs``: (M, P, counts, inv_c, sigma, p, tau2, tests, diag)."""
-    M, P, counts, inv_c, sigma, p, tau2, tests, diag = inputs
+    attn, test:<name>, quad, grad). ``inputs``: (M, P, counts, inv_c, sigma, p, tau2, tests, diag, weights)."""
+    M, P, counts, inv_c, sigma, p, tau2, tests, diag, weights = inputs
+    w = None if weights is None else weights[rs]
     K, B = M.shape[1], counts.shape[-1]
     part: dict[str, torch.Tensor] = {}
     c = counts[rs]
@@ -256,9 +271,9 @@ def _block(
     else:
         _attention(P[rs], c, qs, a)
     if train:  # Attn_k: the same row-wise mean over b as the full attention, so they agree exactly
-        part["attn_self"] = torch.diagonal(a[:, qs], dim1=1, dim2=2).transpose(1, 2).contiguous().mean(-1)
+        part["attn_self"] = _average(torch.diagonal(a[:, qs], dim1=1, dim2=2).transpose(1, 2).contiguous(), w)
     if full_attn:
-        part["attn"] = a.mean(-1).transpose(1, 2)  # Attn_{k->n}
+        part["attn"] = _average(a, w).transpose(1, 2)  # Attn_{k->n}
     h = noise = None
     if tau2 is not None:
         t2 = tau2[rs].view(-1, 1, 1)
@@ -266,17 +281,20 @@ def _block(
         noise = t2 * torch.mul(a, h, out=tmp).sum(1)  # tau^2 sum_n a_n^2 / c_n
     for name, s in tests.items():
         tq = _quad(a, s[rs], qs, None, g, tmp)[1]
-        part["test:" + name] = (tq if noise is None else tq + noise).mean(-1)
+        part["test:" + name] = _average(tq if noise is None else tq + noise, w)
     if not train:
         return part
     ag, quad = _quad(a, sigma[rs], qs, None if diag is None else diag[rs], g, tmp)
-    part["quad"] = (quad if noise is None else quad + noise).mean(-1)
+    part["quad"] = _average(quad if noise is None else quad + noise, w)
     if need_grad:
         if h is not None:
             g.add_(h.mul_(t2.unsqueeze(-1)))  # dL/da up to p_k / B: g + tau^2 a / c
             ag = torch.mul(a, g, out=tmp).sum(1, keepdim=True)
         g.sub_(ag).mul_(a)  # softmax backward: a (g - <a, g>)
-        part["grad"] = g.sum(-1).transpose(1, 2) * (p[rs, qs] / B).unsqueeze(-1)
+        if w is None:
+            part["grad"] = g.sum(-1).transpose(1, 2) * (p[rs, qs] / B).unsqueeze(-1)
+        else:  # sum_b w_b (...): the weighted expectation's gradient
+            part["grad"] = _average(g, w).transpose(1, 2) * p[rs, qs].unsqueeze(-1)
     return part
 
 

@@ -6,6 +6,8 @@ same initial scores, Sigma, test kernels and count draws whichever path trains i
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -22,6 +24,31 @@ if TYPE_CHECKING:
     from ..problem import Problem
 
 COUNT_CHUNK = 2**22  # feature ids drawn per call of torch.multinomial (part of the random stream: keep)
+EXACT_MAX = 400_000  # count vectors of engine.counts: exact (C(N + K - 1, K - 1)); above it, draw them
+
+
+def exact_count_vectors(N: int, K: int) -> int:
+    """How many count vectors c (c_n >= 0, sum c_n = N) there are: C(N + K - 1, K - 1)."""
+    return math.comb(N + K - 1, K - 1)
+
+
+def exact_counts(N: int, p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every count vector of N tokens over K features (B, K) with its multinomial probability (B,):
+    the expectation over counts without sampling error (``engine.counts: exact``)."""
+    K = p.shape[0]
+    rows = [c for c in _compositions(N, K)]
+    counts = torch.tensor(rows, dtype=torch.float64)
+    logp = torch.log(p.double().cpu())
+    log_w = math.lgamma(N + 1) - torch.lgamma(counts + 1).sum(1) + torch.where(
+        counts > 0, counts * logp, torch.zeros_like(counts)).sum(1)
+    return counts.to(p.dtype), torch.exp(log_w).to(p.dtype)
+
+
+def _compositions(N: int, K: int):
+    """The tuples of K non-negative integers summing to N (stars and bars)."""
+    for bars in itertools.combinations(range(N + K - 1), K - 1):
+        edges = (-1, *bars, N + K - 1)
+        yield tuple(edges[i + 1] - edges[i] - 1 for i in range(K))
 
 
 def draw_counts(fs: FeatureSet, N: int, B: int, gen: torch.Generator) -> torch.Tensor:
@@ -59,6 +86,7 @@ class KernelSpec:
     Q0: torch.Tensor  # (d, d) initial Q, on device
     device: torch.device
     fused: bool = False  # engine.fused: the compiled step (kernel_fused)
+    weights: torch.Tensor | None = None  # (B,) probability of each count vector (engine.counts: exact), on device
 
     @property
     def K(self) -> int:
@@ -72,6 +100,8 @@ class KernelSpec:
         """The next count draws: (B, K) on device (mean field: N p, always the same)."""
         if self.mean_field:
             return (self.N * self.fs.p).unsqueeze(0).to(self.device)
+        if self.weights is not None:  # exact: every count vector, always the same
+            return exact_counts(self.N, self.fs.p)[0].to(self.device)
         return draw_counts(self.fs, self.N, self.draws, self.count_gen).to(self.device)
 
     def count_inputs(self, counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -110,11 +140,15 @@ def kernel_spec(problem: Problem) -> KernelSpec:
     identity = torch.equal(G, torch.eye(fs.K, dtype=G.dtype, device=device))
     spec = KernelSpec(
         fs=fs, N=cfg.prompt.N, draws=cfg.engine.draws, mean_field=cfg.engine.counts == "mean_field",
-        resample=cfg.resample and cfg.engine.counts != "mean_field", space=space, tau=cfg.task.label_noise,
+        resample=cfg.resample and cfg.engine.counts == "multinomial", space=space, tau=cfg.task.label_noise,
         count_gen=make_generator(cfg.seed, "counts"), counts=torch.empty(0),
         sigma=symmetrize(problem.kernel.sigma.double()).to(dtype).to(device), tests=tests,
         p=fs.p.to(device), gram=None if identity else G, M0=V.T @ Q0.T @ V, Q0=Q0, device=device,
         fused=cfg.engine.fused,
     )
-    spec.counts = spec.new_counts()
+    if cfg.engine.counts == "exact":
+        spec.counts, weights = exact_counts(cfg.prompt.N, fs.p)
+        spec.counts, spec.weights = spec.counts.to(device), weights.to(device)
+    else:
+        spec.counts = spec.new_counts()
     return spec
