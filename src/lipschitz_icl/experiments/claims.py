@@ -66,6 +66,14 @@ class ClaimResult:
     # a comparison with baselines, not a claim: no verdict; the report puts it in its own section after the claims
     comparison: bool = False
     paper: str = ""  # the id of the paper (source) the claim comes from (lipschitz_icl.papers)
+    # the settings the statistic reads, grouped into copies (evidence.Settings.as_dict()): how many are distinct,
+    # and which were copies of which under which invariance
+    distinct_settings: int | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    forced_by: str = ""  # the invariance(s) that fix the outcome (every setting one shape), "" when none
+    interval_covers: dict[str, str] = field(default_factory=dict)  # interval name -> what randomness it covers
+    refinement: dict[str, Any] = field(default_factory=dict)  # the verdict at a finer approximation (evidence)
+    readings: dict[str, dict[str, Any]] = field(default_factory=dict)  # per reading (e.g. of Delta): its outcome
 
     def as_dict(self) -> dict[str, Any]:
         return _clean(asdict(self))
@@ -106,7 +114,22 @@ def comparison(id: str, statistic: dict, **kw: Any) -> ClaimResult:
 
 
 def claim(
-    id: str, criterion: str, statistic: dict, supported: bool, refuted: bool, **kw: Any
+    id: str, criterion: str, statistic: dict, supported: bool, refuted: bool, settings: Any = None, **kw: Any
 ) -> ClaimResult:
-    """A result for claim ``id`` (its statement from STATEMENTS), the verdict from the two conditions."""
-    return ClaimResult(id, STATEMENTS.get(id, ""), criterion, statistic, verdict(bool(supported), bool(refuted)), **kw)
+    """A result for claim ``id`` (its statement from STATEMENTS), the verdict from the two conditions.
+
+    ``settings`` (an ``evidence.Settings``): the settings the statistic reads, grouped into copies; the result
+    records how many are distinct and, when they are all one shape, is marked forced by the invariances that
+    merged them (an outcome the mathematics fixes: reported, flagged, and still a verdict)."""
+    result = ClaimResult(id, STATEMENTS.get(id, ""), criterion, statistic, verdict(bool(supported), bool(refuted)),
+                         **kw)
+    if settings is not None:
+        result.distinct_settings = settings.distinct
+        result.settings = settings.as_dict()
+        forced_by = settings.forced_by()
+        if forced_by:
+            result.forced, result.forced_by = True, result.forced_by or forced_by
+            result.forced_reason = result.forced_reason or (
+                f"every setting it reads is one trajectory up to scale ({settings.members} settings, 1 distinct: "
+                f"{forced_by})")
+    return result

@@ -42,6 +42,7 @@ class Context:
     run_dirs: list[str] = field(default_factory=list)
     fused: bool = False  # kernel-engine runs that allow it take the compiled step (engine.fused; numba)
     resume: bool = False  # reuse the finished runs already in out/runs (same config hash, same version)
+    exact_counts: bool = False  # base configs take engine.counts=exact (a refinement: no count draws)
     reused_runs: int = 0  # runs reused so far (resume), for the log
     trained_runs: int = 0  # runs trained and written so far
 
@@ -197,7 +198,12 @@ def paper_base(ctx: Context, *extra: str) -> Config:
     starting point of the paper, write-up and linear suites."""
     S = ctx.sizes
     return base_config([f"engine.draws={S.draws}", f"train.steps={S.budget}", f"train.log_every={S.log_every}",
-                        f"seed={ctx.seed}", *extra])
+                        f"seed={ctx.seed}", *_counts(ctx), *extra])
+
+
+def _counts(ctx: Context) -> list[str]:
+    """The counts law of the context's base configs: exact in a refinement that asks for it, else draws."""
+    return ["engine.counts=exact"] if ctx.exact_counts else []
 
 
 def kernel_base(ctx: Context, *extra: str) -> Config:
@@ -206,7 +212,7 @@ def kernel_base(ctx: Context, *extra: str) -> Config:
     S = ctx.sizes
     return base_config([f"engine.draws={S.draws}", f"train.steps={S.ext_kernel_steps}",
                         f"train.log_every={S.ext_log_every}", f"task.kernel_samples={S.kernel_samples}",
-                        f"eval.functions={S.test}", f"seed={ctx.seed}", *extra])
+                        f"eval.functions={S.test}", f"seed={ctx.seed}", *_counts(ctx), *extra])
 
 
 def sampled_base(ctx: Context, *extra: str) -> Config:
