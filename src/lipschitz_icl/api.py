@@ -136,7 +136,7 @@ def _run(cfg: Config, out: str | Path | None, write: bool, force: bool, progress
         existed = out is not None and Path(out).exists()
         run_dir = prepare_run_dir(out, default_run_name(cfg), force=force)
     summary: dict[str, Any] = {"status": "running", "config_hash": cfg.config_hash(), "seed": cfg.seed}
-    recorder = Recorder(problem.features.K)
+    recorder = Recorder(problem.features.K, engine.score_metrics())
     try:
         if run_dir is not None:
             try:
@@ -191,7 +191,7 @@ def make_summary(cfg: Config, problem: Problem, theory: Theory, outcome: TrainOu
         "eps": cfg.train.eps,
         **{f"final_{k}": v for k, v in outcome.test_errors.items()},
         **theory.as_dict(),
-        "K": problem.features.K,
+        "K": problem.features.K if problem.finite else None,  # continuous inputs: no finite feature set
         "d": problem.features.d,
         "N": cfg.prompt.N,
         "lr": cfg.train.lr,
