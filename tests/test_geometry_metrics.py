@@ -102,6 +102,7 @@ def test_geometry_rows_only_when_asked_for_on_finite_features(extra):
     steps = run.series("loss").index
     for name in GEOMETRY_METRICS:
         assert list(run.series(name).index) == list(steps), name
+    assert list(run.geometry().columns) == list(GEOMETRY_METRICS) and plain.geometry().empty
     q_norm = run.series("Q_norm_F")
     Q = run.params.get("Q", run.params.get("Gamma"))
     assert q_norm.iloc[0] == 0.0 and q_norm.iloc[-1] == pytest.approx(float(Q.norm()), rel=1e-10)
