@@ -77,7 +77,7 @@ def test_kernel_and_sampled_engines_agree_for_linear_attention(tau):
             model.Gamma.copy_(Gamma)
         loss = 0.5 * (model(batch.x_ctx, batch.y_ctx, batch.x_q)[0] - batch.target).square().mean()
         loss.backward()
-        s_loss.append(float(loss))
+        s_loss.append(float(loss.detach()))
         s_grad.append(model.Gamma.grad.clone())
 
     def mean_se(xs):
