@@ -108,12 +108,15 @@ def wrong_value(path: str):
         return st.one_of(st.integers(), st.lists(WORDS, min_size=1), st.dictionaries(WORDS, WORDS, min_size=1))
     if ann is bool:  # model.mlp, model.layernorm
         return st.one_of(WORDS, st.integers(2, 100), st.lists(st.booleans(), min_size=1))
-    if path == "engine.resample":
+    if path in ("engine.resample", "eval.geometry"):
         return st.one_of(WORDS, st.integers(2, 100), st.lists(st.booleans(), min_size=1))
     if path == "plugins":
         return st.one_of(WORDS, st.integers(), st.lists(st.integers(), min_size=1), st.dictionaries(WORDS, WORDS))
     if path == "features.probs":
         return st.one_of(WORDS, st.integers(), st.lists(WORDS, min_size=1), st.dictionaries(WORDS, WORDS))
+    if path == "features.cov":  # a list of rows of numbers
+        return st.one_of(WORDS, st.integers(), st.lists(WORDS, min_size=1), st.lists(st.lists(WORDS, min_size=1),
+                                                                                    min_size=1))
     if path == "task.params":
         return st.one_of(WORDS, st.integers(), st.lists(st.integers(), min_size=1))
     raise AssertionError(path)
@@ -129,7 +132,7 @@ def test_wrong_types(data, base):
     value = data.draw(wrong_value(path))
     cfg = merge(base, nest(path, value))
     line = refuse({"c.yaml": dump(cfg)}, ["c.yaml"], [path], "wrong type")
-    assert line.startswith(f"error: {path}:")
+    assert line.startswith((f"error: {path}:", f"error: {path}."))  # a list's element is named by its index
 
 
 @fuzz(20)

@@ -32,6 +32,9 @@ def test_zero_init_is_the_default_and_gd_lowers_the_loss():
     assert set(run.params) == {"Gamma"}
 
 
-def test_the_kernel_engine_refuses_linear_attention():
+def test_the_kernel_engine_takes_linear_attention_but_not_its_factored_form():
+    assert li.load_config(None, ["model.kind=linear_attention"]).engine.kind == "kernel"
     with pytest.raises(ConfigError, match="engine.kind"):
-        li.load_config(None, ["model.kind=linear_attention"])
+        li.load_config(None, ["model.kind=linear_attention_factored"])
+    with pytest.raises(ConfigError, match="engine.fused.*model.kind=reduced"):
+        li.load_config(None, ["model.kind=linear_attention", "engine.fused=true"])

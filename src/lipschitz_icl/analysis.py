@@ -27,6 +27,11 @@ Definitions (symbols as in docs/DESIGN.md; every step is a recorded step of the 
     loss_monotone  the recorded loss never rises (beyond 1e-12 relative, float noise).
     verdict    'converged' when the final min_k Attn_k >= 1 - eps_attn and the final unseen-
                function error (test_error) <= eps; 'not converged' otherwise.
+    geometry   when the run recorded them (eval.geometry): the last recorded value of each of
+               geometry.GEOMETRY_METRICS (||Q||, the eigenvalues of sym(Q), window, n_eff,
+               attn_distance); absent otherwise. With continuous inputs there is no Attn_k, so
+               T_1, the rates and the oscillations are None or empty and the verdict is
+               'not converged' (it needs Attn_k).
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from .geometry import GEOMETRY_METRICS
 
 PHASE_FACTOR = 3.0  # n_phases = 2 when rate_fast > PHASE_FACTOR * rate_slow
 
@@ -263,6 +270,11 @@ def _last(values: np.ndarray) -> float | None:
     return float(v[-1]) if v.size else None
 
 
+def _final(values: np.ndarray) -> float | None:
+    """The last recorded value, None when it is not finite (an infinite window: no decay with distance)."""
+    return float(values[-1]) if values.size and np.isfinite(values[-1]) else None
+
+
 def oscillation_stats(metrics: pd.DataFrame, T_1: int | None, tol: float) -> dict[str, Any]:
     """Direction changes of every Attn_{k->n} after T_1 (none when T_1 was never reached)."""
     table = per_feature(metrics, "attn_cross")
@@ -306,6 +318,7 @@ def analyze(
     converged = (
         final_min_attn is not None and final_min_attn >= 1 - eps_attn and final_test is not None and final_test <= eps
     )
+    geometry = {m: _final(scalar(metrics, m)[1]) for m in GEOMETRY_METRICS if (metrics["metric"] == m).any()}
     return {
         "T_1": T_1,
         "T_eps": T_eps,
@@ -329,6 +342,7 @@ def analyze(
         "final_test_error": final_test,
         "status": summary.get("status"),
         "verdict": "converged" if converged else "not converged",
+        **({"geometry": geometry} if geometry else {}),
     }
 
 

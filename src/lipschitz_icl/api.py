@@ -28,6 +28,7 @@ from .analysis import analyze_run_object
 from .config import Config, apply_overrides, load_config, validate_config
 from .engines import Engine, build_engine
 from .errors import UserInputError
+from .geometry import GEOMETRY_METRICS
 from .interrupts import deferred_signals
 from .problem import Problem, build_problem
 from .recorder import Recorder, metrics_frame, metrics_table
@@ -78,6 +79,14 @@ class Run:
         """Attn_k: one column per query feature k, one row per recorded step."""
         rows = self.metrics[self.metrics.metric == "attn_self"]
         return rows.pivot(index="step", columns="k", values="value")
+
+    def geometry(self) -> pd.DataFrame:
+        """The geometry metrics (Q_norm_2, Q_norm_F, Q_eig_max, Q_eig_min, Q_eig_ratio, window, n_eff,
+        attn_distance): one column each, one row per recorded step; empty unless the run recorded them
+        (eval.geometry, the default with continuous inputs)."""
+        rows = self.metrics[self.metrics.metric.isin(GEOMETRY_METRICS)]
+        table = rows.pivot(index="step", columns="metric", values="value")
+        return table.reindex(columns=[m for m in GEOMETRY_METRICS if m in table.columns]).rename_axis(columns=None)
 
     def per_feature(self, metric: str) -> pd.DataFrame:
         """A per-feature metric (attn_self, attn_cross, A, B) as step x (k[, n]) columns."""
@@ -136,7 +145,7 @@ def _run(cfg: Config, out: str | Path | None, write: bool, force: bool, progress
         existed = out is not None and Path(out).exists()
         run_dir = prepare_run_dir(out, default_run_name(cfg), force=force)
     summary: dict[str, Any] = {"status": "running", "config_hash": cfg.config_hash(), "seed": cfg.seed}
-    recorder = Recorder(problem.features.K)
+    recorder = Recorder(problem.features.K, engine.score_metrics())
     try:
         if run_dir is not None:
             try:
@@ -191,7 +200,7 @@ def make_summary(cfg: Config, problem: Problem, theory: Theory, outcome: TrainOu
         "eps": cfg.train.eps,
         **{f"final_{k}": v for k, v in outcome.test_errors.items()},
         **theory.as_dict(),
-        "K": problem.features.K,
+        "K": problem.features.K if problem.finite else None,  # continuous inputs: no finite feature set
         "d": problem.features.d,
         "N": cfg.prompt.N,
         "lr": cfg.train.lr,

@@ -94,7 +94,7 @@ def run_many(configs: list[Config], progress: BatchProgressFn | None = None, on_
 def _train_group(configs: list[Config], group: list[int], built: dict, runs: list[Run | None],
                  done: Callable[[int, Run], None]) -> None:
     """Train ``group`` (indices into ``configs``) as one batch, with ``done(i, run)`` as each run stops."""
-    recorders = [Recorder(built[i][0].features.K) for i in group]
+    recorders = [Recorder(built[i][0].features.K, built[i][1].score_metrics()) for i in group]
 
     def finished(pos: int, outcome: TrainOutcome) -> None:
         i = group[pos]

@@ -9,7 +9,6 @@ tokens; L the Lipschitz bound of the task class; tau label noise; eta the step s
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import math
 import re
@@ -29,18 +28,23 @@ from pydantic import (
     model_validator,
 )
 
-from .config_io import apply_overrides, check_shape, format_validation_error, read_yaml  # noqa: F401 - re-exported
+from .config_io import apply_overrides, check_shape, format_validation_error, import_plugin, read_yaml  # noqa: F401
 from .config_io import loc as _loc  # noqa: F401 - re-exported
 from .config_io import short as _short
 from .engines import engine_class
 from .errors import ConfigError
 from .features import read_file_section
+from .inputs import check_continuous_section, is_continuous
 from .limits import MAX_ENV, max_elements
 from .tasks import make_task, task_names
 from .transformer import size_checks
 
 NEURAL_MODELS = ("factored", "transformer")  # trained in float32 by default on the sampled engine
+FACTORED_MODELS = ("factored", "linear_attention_factored")  # separate W_Q, W_K of width d_k
+RANDOM_INIT_MODELS = (*NEURAL_MODELS, "linear_attention_factored")  # zero weights are a stationary point
 FLOAT32_MAX = 3.4028234663852886e38  # the largest float32: a step size above it cannot be applied
+# (section, key, default): out of the config hash at their default (older configs keep their hashes)
+HASH_DEFAULTS = (("engine", "fused", False), ("features", "cov", None), ("eval", "geometry", None))
 _PLUGIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
@@ -59,7 +63,8 @@ class _Strict(BaseModel):
 
 
 class FeaturesConfig(_Strict):
-    kind: Literal["orthonormal", "gaussian", "simplex", "file"] = "orthonormal"
+    kind: Literal["orthonormal", "gaussian", "simplex", "file", "sphere", "gaussian_inputs"] = Field(
+        "orthonormal", description="K features, or continuous inputs: sphere (S^{d-1}), gaussian_inputs (N(0, cov))")
     K: int = Field(5, ge=2, le=100_000, description="number of features K")
     d: int = Field(5, ge=1, le=1_000_000, description="ambient dimension d")
     path: str | None = Field(None, description="feature file (.npy or .csv, K rows of d numbers)")
@@ -71,6 +76,7 @@ class FeaturesConfig(_Strict):
         None, exclude_if=lambda v: v is None,
         description="kind=file: sha256 of the file's bytes, set when the config is loaded (checked if given)",
     )
+    cov: list[list[float]] | None = Field(None, description="gaussian_inputs: d x d covariance (default I_d/d)")
     _file_values: np.ndarray | None = PrivateAttr(None)  # kind=file: the K x d numbers read at load time
 
     @model_validator(mode="wrap")
@@ -120,6 +126,7 @@ class FeaturesConfig(_Strict):
             raise ConfigError("features.path", "features.kind=file needs a .npy or .csv path")
         if self.kind != "file" and self.file_sha256 is not None:
             raise ConfigError("features.file_sha256", f"only features.kind=file has a file (kind={self.kind})")
+        check_continuous_section(self, FeaturesConfig.model_fields["K"].default)  # cov; no K, probs... if continuous
         if isinstance(self.probs, list) and len(self.probs) != self.K:
             raise ConfigError("features.probs", f"must list K={self.K} probabilities (got {len(self.probs)})")
         if 4 * self.K * self.d > (limit := max_elements()):
@@ -141,9 +148,10 @@ class TaskConfig(_Strict):
 
 
 class ModelConfig(_Strict):
-    kind: Literal["reduced", "factored", "transformer", "linear_attention"] = Field(
+    kind: Literal["reduced", "factored", "transformer", "linear_attention", "linear_attention_factored"] = Field(
         "reduced", description="reduced: merged Q; factored: separate W_Q, W_K; transformer: embedded (x, y) "
-        "tokens; linear_attention: y_hat = sum_i y_i x_i^T Gamma x_q / n"
+        "tokens; linear_attention: y_hat = sum_i y_i x_i^T Gamma x_q / n (merged key-query Gamma); "
+        "linear_attention_factored: the same with Gamma = W_K^T W_Q / sqrt(d_k)"
     )
     init: Literal["auto", "zero", "random"] = Field(
         "auto", description="Q^(0) (Gamma^(0)) = 0 or random; auto: zero for reduced and linear_attention, "
@@ -159,7 +167,7 @@ class ModelConfig(_Strict):
 
     @model_validator(mode="after")
     def _kind_fields(self) -> ModelConfig:
-        if self.kind in NEURAL_MODELS and self.init == "zero":
+        if self.kind in RANDOM_INIT_MODELS and self.init == "zero":
             raise ConfigError(
                 "model.init", f"model.kind={self.kind} needs random init (zero weights are a stationary point)"
             )
@@ -176,8 +184,9 @@ class ModelConfig(_Strict):
             for key in ("mlp", "layernorm"):
                 if getattr(self, key):
                     raise ConfigError(f"model.{key}", f"only model.kind=transformer has {key} (kind={self.kind})")
-        if self.d_k is not None and self.kind != "factored":
-            raise ConfigError("model.d_k", f"only model.kind=factored has d_k (kind={self.kind})")
+        if self.d_k is not None and self.kind not in FACTORED_MODELS:
+            raise ConfigError("model.d_k", f"only model.kind=factored or linear_attention_factored has d_k "
+                              f"(kind={self.kind})")
         return self
 
 
@@ -219,6 +228,7 @@ class TrainConfig(_Strict):
 class EvalConfig(_Strict):
     functions: int = Field(256, ge=1, le=1_000_000, description="unseen test functions")
     other_class: str | None = Field(None, description="also test on this task class")
+    geometry: bool | None = Field(None, description="record ||Q||, window, n_eff (default: continuous inputs)")
 
 
 class AnalysisConfig(_Strict):
@@ -264,6 +274,7 @@ class Config(_Strict):
 
     @model_validator(mode="after")
     def _registered(self) -> Config:
+        self._default_engine()
         self._default_dtype()
         for mod in self.plugins:
             import_plugin(mod)
@@ -280,6 +291,10 @@ class Config(_Strict):
         engine_class(self.engine.kind).check_config(self)  # an unregistered kind is named with the known ones
         self._check_sizes()
         return self
+
+    def _default_engine(self) -> None:  # continuous inputs: the sampled engine unless engine.kind is given
+        if "kind" not in self.engine.model_fields_set and is_continuous(self.features.kind):
+            self.engine.kind = "sampled"
 
     def _default_dtype(self) -> None:
         """A neural model (factored, transformer) on the sampled engine trains in float32 unless
@@ -322,11 +337,13 @@ class Config(_Strict):
         return self.train.optimizer == "sgd"
 
     def config_hash(self) -> str:
-        """Stable hash of everything that changes the run's numbers (the name excluded). engine.fused
-        enters only when true, so the hashes of configs written before it existed stay the same."""
+        """Stable hash of everything that changes the run's numbers (the name excluded). Keys added
+        later (HASH_DEFAULTS: engine.fused, features.cov, eval.geometry) enter only when set, so the
+        hashes of configs written before they existed stay the same."""
         data = self.model_dump(mode="json", exclude={"name"})
-        if not data["engine"]["fused"]:
-            del data["engine"]["fused"]
+        for section, key, default in HASH_DEFAULTS:  # keys added later enter only when set
+            if data[section][key] == default:
+                del data[section][key]
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
     def with_overrides(self, overrides: list[str]) -> Config:
@@ -345,18 +362,6 @@ def _task(kind: str, L: float, d: int, params: dict) -> Any:
         raise
     except Exception as e:  # noqa: BLE001 - user code: report it as one line
         raise ConfigError("task.kind", f"task class {kind!r} cannot be created ({type(e).__name__}: {e})") from None
-
-
-def import_plugin(module: str) -> None:
-    """Import a user module that registers task classes (named explicitly in ``plugins``).
-
-    Importing runs the module's code: plugins are code, so only list modules you trust."""
-    try:
-        importlib.import_module(module)
-    except ImportError as e:
-        raise ConfigError("plugins", f"module {module!r} cannot be imported ({e})") from None
-    except Exception as e:  # noqa: BLE001 - a plugin that fails on import is reported, not a crash
-        raise ConfigError("plugins", f"module {module!r} failed while importing ({type(e).__name__}: {e})") from None
 
 
 # --------------------------------------------------------------------------- loading

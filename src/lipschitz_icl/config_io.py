@@ -6,6 +6,7 @@ handed, so loading, overrides and error formatting can be reused (run configs, s
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 from typing import Any
@@ -240,3 +241,15 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
         if parts[-1] in ("path", "kind"):  # another file: the digest recorded for the old one no longer applies
             node.pop("file_sha256", None)
     return data
+
+
+def import_plugin(module: str) -> None:
+    """Import a user module that registers task classes (named explicitly in ``plugins``).
+
+    Importing runs the module's code: plugins are code, so only list modules you trust."""
+    try:
+        importlib.import_module(module)
+    except ImportError as e:
+        raise ConfigError("plugins", f"module {module!r} cannot be imported ({e})") from None
+    except Exception as e:  # noqa: BLE001 - a plugin that fails on import is reported, not a crash
+        raise ConfigError("plugins", f"module {module!r} failed while importing ({type(e).__name__}: {e})") from None

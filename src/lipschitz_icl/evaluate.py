@@ -27,10 +27,10 @@ from .config import Config, EngineConfig, EvalConfig, ModelConfig, TrainConfig
 from .engines import device_option, draw_prompts, make_generator, resolve_device
 from .engines.sampled import PromptBatch
 from .errors import UserInputError
-from .features import make_features
+from .features import FeatureSet
 from .limits import MAX_ENV, max_elements
 from .models import make_model
-from .problem import dtype_of
+from .problem import build_inputs, dtype_of
 from .store import atomic_write_bytes, atomic_write_parquet, read_params
 from .tasks import TaskClass, make_task, task_names
 
@@ -158,12 +158,13 @@ def chunk_prompts(n: int, d: int) -> int:
     return max(1, CHUNK_ELEMENTS // (n * (n + d)))
 
 
-def _cell_errors(batch: PromptBatch, n: int, sigma: torch.Tensor, model: nn.Module, linear: nn.Module,
+def _cell_errors(batch: PromptBatch, n: int, sigma: torch.Tensor | None, model: nn.Module, linear: nn.Module,
                  tau: float) -> dict:
-    """Per-prompt errors 1/2 (y_hat - f(x_q))^2 of every method at n context examples."""
+    """Per-prompt errors 1/2 (y_hat - f(x_q))^2 of every method at n context examples (the Bayes
+    predictor on the feature ids only when there are features: ``sigma`` is None for continuous inputs)."""
     methods = {MODEL: None, LINEAR: linear, **BASELINES}
     gp_noise = 1e-3 + tau**2  # the GP's noise variance: small, plus the known label noise
-    errs: dict[str, list[torch.Tensor]] = {m: [] for m in [*methods, BAYES]}
+    errs: dict[str, list[torch.Tensor]] = {m: [] for m in [*methods, *([BAYES] if sigma is not None else [])]}
     prompts, target = batch.x.shape[0], batch.target
     chunk = chunk_prompts(n, batch.x.shape[-1])
     for s in range(0, prompts, chunk):
@@ -173,8 +174,9 @@ def _cell_errors(batch: PromptBatch, n: int, sigma: torch.Tensor, model: nn.Modu
         for method, fn in methods.items():
             y_hat = _predict(method, fn, model, x_ctx, y_ctx, x_q, gp_noise, sq_ctx)
             errs[method].append(0.5 * (y_hat - target[rows]).square())
-        y_bayes = kernel_posterior_mean(sigma, batch.ids[rows, :n], y_ctx, batch.ids[rows, -1], tau**2)
-        errs[BAYES].append(0.5 * (y_bayes - target[rows]).square())
+        if sigma is not None:
+            y_bayes = kernel_posterior_mean(sigma, batch.ids[rows, :n], y_ctx, batch.ids[rows, -1], tau**2)
+            errs[BAYES].append(0.5 * (y_bayes - target[rows]).square())
     return {m: torch.cat(parts).double() for m, parts in errs.items()}
 
 
@@ -216,14 +218,16 @@ def evaluate_run(
     _check_sizes(prompts, max(contexts), tasks, cfg.features.d)
     dev = resolve_device(cfg.engine.device) if device is None else device_option(device, "--device")
     model = load_model(run).to(dev)
-    fs = make_features(cfg.features, make_generator(cfg.seed, "features"))
+    fs = build_inputs(cfg)  # the run's features, or its continuous input distribution
     linear = train_linear_attention(cfg, fs, make_task(cfg.task.kind, cfg.task.L, cfg.features.d, cfg.task.params),
                                     dev)
     tau = cfg.task.label_noise
-    noise_free = cfg.features.noise == 0 and tau == 0
+    finite = isinstance(fs, FeatureSet)  # continuous inputs never repeat a token: no exact baselines, no Bayes
+    noise_free = finite and cfg.features.noise == 0 and tau == 0
     rows, warns, done, total = [], [], 0, len(classes) * len(contexts)
     for name, task in tasks.items():
-        sigma = task.kernel(fs.V, make_generator(cfg.seed, "kernel"), cfg.task.kernel_samples).sigma.to(dev)  # Sigma
+        sigma = task.kernel(fs.V, make_generator(cfg.seed, "kernel"), cfg.task.kernel_samples).sigma.to(dev) \
+            if finite else None  # Sigma on the features
         batch = draw_prompts(fs, task, max(contexts), prompts, tau, make_generator(cfg.seed, f"evaluate:{name}"), dev)
         warns.append(exact_baseline_warning(name, batch, contexts, noise_free))
         for n in contexts:

@@ -14,8 +14,14 @@ treats every model the same way (no hidden state, no hooks).
   construction, y_hat = sum_i y_i x_i^T Gamma x_q / n over the n context tokens, with a
   trainable Gamma in R^{d x d} (Gamma^(0) = 0 by default: y_hat is linear in Gamma, so zero is
   not a stationary point). Its "attention" is the weight x_i^T Gamma x_q / n of each label,
-  not a softmax: it need not be positive or sum to 1.
+  not a softmax: it need not be positive or sum to 1. Gamma is the merged key-query matrix (the
+  value is the label), as Q is for ``reduced``.
+- ``linear_attention_factored``: the same prediction with Gamma = W_K^T W_Q / sqrt(d_k) from separate
+  W_Q, W_K (d_k x d, random init: zero is a stationary point), as ``factored`` is to ``reduced``.
 - ``transformer``: see transformer.py.
+
+Single-head models say whether their weights are a softmax (``linear = False``) or linear in the
+logits (``linear = True``); ``effective_Q`` is their merged key-query matrix (Q, Q_eff or Gamma).
 """
 
 from __future__ import annotations
@@ -46,6 +52,8 @@ def _bilinear(x_ctx: torch.Tensor, M: torch.Tensor, x_q: torch.Tensor) -> torch.
 
 
 class ReducedAttention(nn.Module):
+    linear = False  # softmax weights
+
     def __init__(
         self,
         d: int,
@@ -72,6 +80,8 @@ class ReducedAttention(nn.Module):
 class FactoredAttention(nn.Module):
     """Separate query and key maps W_Q, W_K: R^d -> R^{d_k}; the values are the labels."""
 
+    linear = False
+
     def __init__(
         self,
         d: int,
@@ -94,7 +104,9 @@ class FactoredAttention(nn.Module):
         """x_ctx (B, N, d), y_ctx (B, N), x_q (B, d) -> (y_hat (B,), attention (B, N))."""
         q = x_q @ self.W_Q.T  # W_Q x_q, (B, d_k)
         k = x_ctx @ self.W_K.T  # W_K x_i, (B, N, d_k)
-        logits = torch.einsum("bnk,bk->bn", k, q) / self.d_k**0.5
+        return self.weights_to_output(torch.einsum("bnk,bk->bn", k, q) / self.d_k**0.5, y_ctx)
+
+    def weights_to_output(self, logits: torch.Tensor, y_ctx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return _label_attention(logits, y_ctx)
 
     def effective_Q(self) -> torch.Tensor:
@@ -102,8 +114,21 @@ class FactoredAttention(nn.Module):
         return self.W_K.T @ self.W_Q / self.d_k**0.5
 
 
+class FactoredLinearAttention(FactoredAttention):
+    """Linear attention with separate W_Q, W_K: y_hat = sum_i y_i (W_Q x_q)^T (W_K x_i) / (sqrt(d_k) n),
+    Gamma_eff = W_K^T W_Q / sqrt(d_k)."""
+
+    linear = True
+
+    def weights_to_output(self, logits: torch.Tensor, y_ctx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        weights = logits / logits.shape[-1]  # x_i^T Gamma_eff x_q / n
+        return (weights * y_ctx).sum(-1), weights
+
+
 class LinearAttention(nn.Module):
     """y_hat = sum_i y_i x_i^T Gamma x_q / n: linear self-attention whose values are the labels."""
+
+    linear = True
 
     def __init__(
         self,
@@ -124,6 +149,10 @@ class LinearAttention(nn.Module):
         weights = _bilinear(x_ctx, self.Gamma, x_q) / x_ctx.shape[1]  # x_i^T Gamma x_q / n
         return (weights * y_ctx).sum(-1), weights
 
+    def effective_Q(self) -> torch.Tensor:
+        """Gamma, the merged key-query matrix: the weights are x_i^T Gamma x_q / n."""
+        return self.Gamma
+
 
 def make_model(cfg, d: int, gen: torch.Generator, dtype: torch.dtype, device) -> nn.Module:
     """The model a ModelConfig describes; every random init draws from ``gen``."""
@@ -135,6 +164,8 @@ def make_model(cfg, d: int, gen: torch.Generator, dtype: torch.dtype, device) ->
     if cfg.kind == "linear_attention":
         init = "zero" if cfg.init == "auto" else cfg.init  # Gamma^(0) = 0 unless asked otherwise
         return LinearAttention(d, init, cfg.init_scale, gen, dtype, device)
+    if cfg.kind == "linear_attention_factored":
+        return FactoredLinearAttention(d, getattr(cfg, "d_k", None), cfg.init_scale, gen, dtype, device)
     if cfg.kind == "transformer":
         return ICLTransformer(
             d, width=cfg.width, n_layers=cfg.n_layers, n_heads=cfg.n_heads, mlp=cfg.mlp,
@@ -144,6 +175,11 @@ def make_model(cfg, d: int, gen: torch.Generator, dtype: torch.dtype, device) ->
 
 
 def effective_Q(model: nn.Module) -> torch.Tensor | None:
-    """The merged key-query matrix of a single-head model, or None (transformer)."""
+    """The merged key-query matrix of a single-head model (Q, Q_eff or Gamma), or None (transformer)."""
     fn = getattr(model, "effective_Q", None)
     return fn() if fn is not None else None
+
+
+def is_linear(model: nn.Module) -> bool:
+    """Whether the model's weights are linear in its logits (linear attention) rather than a softmax."""
+    return bool(getattr(model, "linear", False))

@@ -9,11 +9,17 @@ Metrics (k, n are feature indices; empty where a metric is not per feature):
 Multi-layer/multi-head models (transformer) add, for layer l and head h (0-based):
     attn_self@LlHh (k), attn_cross@LlHh (k, n), attn_min@LlHh     the same per layer and head
 and their attn_self / attn_cross / attn_min are the head average of the last layer.
+With ``eval.geometry``, models with a merged key-query matrix add the scalars of
+``geometry.GEOMETRY_METRICS`` (Q_norm_2, Q_norm_F, Q_eig_max, Q_eig_min, Q_eig_ratio, window,
+n_eff, attn_distance): passed as extras (sampled engine) or derived from the recorded scores when
+the table is made (``derive``: the kernel engine). With continuous inputs (K = 0) there is no
+feature to aggregate the attention by: no attn_* rows, and no A, B.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -36,8 +42,9 @@ class Recorder:
     """Collects the engine state at log steps; the tidy table is assembled once, vectorised, by
     ``table()`` (recording costs a copy of two K x K arrays, whatever the number of steps)."""
 
-    def __init__(self, K: int) -> None:
+    def __init__(self, K: int, derive: Callable[[np.ndarray], dict[str, np.ndarray]] | None = None) -> None:
         self.K = K
+        self.derive = derive  # scores (T, K, K) -> extra scalar metrics per record, name -> (T,)
         eye = np.eye(K, dtype=bool)
         kk, nn = np.meshgrid(np.arange(K), np.arange(K), indexing="ij")
         self._off_k, self._off_n = kk[~eye], nn[~eye]
@@ -85,9 +92,12 @@ class Recorder:
             ks.extend(k)
             ns.extend(n)
 
-        self._attention_rows(np.stack(attn), "", add, mean=True)
+        if self.K:
+            self._attention_rows(np.stack(attn), "", add, mean=True)
         if scores[0] is not None:
             self._pair_rows(np.stack(scores), "A", "B", add)
+            for name, column in (self.derive(np.stack(scores)) if self.derive else {}).items():
+                add(np.asarray(column, dtype=np.float64)[:, None], name, [-1], [-1])
         if heads[0] is not None:
             h = np.stack(heads)  # (T, layers, heads, K, K)
             for layer in range(h.shape[1]):

@@ -6,6 +6,10 @@
     regime = flat if L < L*, sharp if L > L*, near-threshold if |L / L* - 1| < band
     T_f    = K log(K/eps) / (eta delta^2 L^2 Delta^2)   flat-regime time scale (constant unknown)
     eta_max = 2 / lambda_max, lambda_max the top eigenvalue of the loss Hessian at Q^(0)
+
+Delta, delta, L*, the regime and T_f need a finite feature set: with continuous inputs
+(features.kind sphere, gaussian_inputs) they are None and ``theory_undefined`` says why; eta_max,
+from the sampled engine's objective, is still defined.
 """
 
 from __future__ import annotations
@@ -24,18 +28,25 @@ from .problem import Problem, build_problem
 from .rng import make_generator
 from .tasks import KernelEstimate
 
+# why Delta, delta, L* and the regime are null for continuous inputs (summary and theory field ``theory_undefined``)
+CONTINUOUS_THEORY = ("Delta, delta, L* and the regime need a finite feature set; features.kind={kind} draws "
+                     "tokens from a continuous distribution")
+
 
 @dataclass(frozen=True)
 class Theory:
-    Delta: float  # Δ
-    delta: float  # δ
-    delta_se: float  # standard error of δ (0 when Sigma is exact)
+    Delta: float | None  # Δ (None: continuous inputs)
+    delta: float | None  # δ
+    delta_se: float | None  # standard error of δ (0 when Sigma is exact)
     L: float
-    L_star: float  # L*
-    regime: str
+    L_star: float | None  # L*
+    regime: str | None
+    undefined: str | None = None  # why the quantities above are None
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        why = out.pop("undefined")
+        return out if why is None else {**out, "theory_undefined": why}
 
 
 def nondegeneracy(kernel: KernelEstimate, V: torch.Tensor, L: float) -> tuple[float, float]:
@@ -72,6 +83,8 @@ def regime(L: float, L_star: float, band: float = 0.1) -> str:
 
 def theory_of(problem: Problem) -> Theory:
     cfg = problem.config
+    if problem.kernel is None:  # continuous inputs: no features to separate, no Sigma on them
+        return Theory(None, None, None, problem.L, None, None, CONTINUOUS_THEORY.format(kind=cfg.features.kind))
     Delta = problem.features.delta_sep
     delta, se = nondegeneracy(problem.kernel, problem.features.V, problem.L)
     L_star = threshold(Delta, delta, cfg.theory.c)
@@ -246,10 +259,10 @@ def theory_report(
     cfg = problem.config
     th = theory_of(problem)
     top = hessian_top_eigenvalue_at_init(problem, iters, tol, method)
-    K = problem.features.K
+    K = problem.features.K if problem.finite else None
     return {
         **th.as_dict(),
-        "T_f": flat_time_scale(K, cfg.train.eps, cfg.train.lr, th.delta, th.L, th.Delta),
+        "T_f": None if th.undefined else flat_time_scale(K, cfg.train.eps, cfg.train.lr, th.delta, th.L, th.Delta),
         "eta_max": 2.0 / top.value if top.value > 0 else math.inf,
         "lambda_max": top.value,
         "lambda_converged": top.converged,

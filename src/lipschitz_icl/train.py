@@ -71,12 +71,12 @@ def _optimise(cfg: Config, engine: Engine, recorder: Recorder, progress: Progres
         check_interrupt()  # a Ctrl-C that some library swallowed is raised here
         state.steps = step
         out = engine.forward_backward()  # the loss and attention at this step, gradients filled
-        attn_self = torch.diagonal(out.attn).tolist()  # Attn_k
-        attn_min = float(torch.diagonal(out.attn).min())
+        attn_self = torch.diagonal(out.attn).tolist()  # Attn_k (none for continuous inputs)
+        attn_min = float(torch.diagonal(out.attn).min()) if attn_self else math.nan
         record, ended = state.observe(cfg, step, out.loss, attn_min, attn_self)
         if record:
             state.test_errors = engine.test_errors()
-            extra = {**state.test_errors, "grad_norm": _grad_norm(engine.parameters())}
+            extra = {**state.test_errors, "grad_norm": _grad_norm(engine.parameters()), **engine.geometry()}
             recorder.record(step, out.loss, out.attn, engine.scores(), extra, heads=out.heads)
             if progress is not None:
                 progress(step, out.loss, attn_min)

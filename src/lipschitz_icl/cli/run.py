@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import typer
@@ -33,7 +34,8 @@ SUMMARY_ROWS = [
 
 
 def summary_table(summary: dict, title: str) -> Table:
-    table = Table(title=title, show_header=False)
+    why = summary.get("theory_undefined")  # continuous inputs: why Delta, delta, L*, the regime are empty
+    table = Table(title=title, show_header=False, caption=esc(why) if why else None)
     for label, key in SUMMARY_ROWS:
         table.add_row(label, esc(cell(summary.get(key), 6)))
     if summary.get("error"):
@@ -69,7 +71,8 @@ def run_command(
 
             def progress(step: int, loss: float, attn_min: float) -> None:
                 left = format_eta(eta.update(step, loss))
-                bar.update(task, completed=step, info=f"loss {loss:.3e}  min Attn_k {attn_min:.3f}  {left}")
+                attn = f"  min Attn_k {attn_min:.3f}" if not math.isnan(attn_min) else ""  # none: continuous inputs
+                bar.update(task, completed=step, info=f"loss {loss:.3e}{attn}  {left}")
 
             try:
                 result = run_api(cfg, out=out_dir, force=force, progress=progress)

@@ -14,21 +14,24 @@ from ..theory import theory_report
 from .common import check_out_path, esc, fail, out, split_config_and_overrides, user_errors
 
 
-def _g(v: float) -> str:
+def _g(v: float | None) -> str:
+    if v is None:
+        return "— (undefined)"
     return f"{v:.6g}" if math.isfinite(v) else "inf"
 
 
 def theory_table(rep: dict, title: str) -> Table:
-    table = Table(title=title, show_header=False)
-    se = f" ± {_g(rep['delta_se'])}" if rep["delta_se"] > 0 else " (exact)"
+    why = rep.get("theory_undefined")  # continuous inputs: the line that says why Delta, delta, L* are undefined
+    table = Table(title=title, show_header=False, caption=esc(why) if why else None)
+    se = "" if rep["delta_se"] is None else f" ± {_g(rep['delta_se'])}" if rep["delta_se"] > 0 else " (exact)"
     lam = _g(rep["lambda_max"]) + ("" if rep["lambda_converged"] else " (not converged)")
     rows = [
         ("Δ = min ‖v_k − v_n‖", _g(rep["Delta"])),
         ("δ (non-degeneracy)", _g(rep["delta"]) + se),
         ("L", _g(rep["L"])),
         (f"L* = {rep['c']:g}/(Δδ)", _g(rep["L_star"])),
-        (f"regime (band ±{rep['band']:g})", esc(rep["regime"])),
-        ("T_f scale, K log(K/ε)/(ηδ²L²Δ²)", f"{_g(rep['T_f'])} (constant unknown)"),
+        (f"regime (band ±{rep['band']:g})", esc(rep["regime"] or _g(None))),
+        ("T_f scale, K log(K/ε)/(ηδ²L²Δ²)", _g(rep["T_f"]) + ("" if rep["T_f"] is None else " (constant unknown)")),
         ("λ_max, loss Hessian at Q⁽⁰⁾", lam),
         ("η_max = 2/λ_max", _g(rep["eta_max"])),
         ("η (train.lr)", _g(rep["lr"])),

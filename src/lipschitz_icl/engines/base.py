@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
+import numpy as np
 import torch
 
 from ..errors import ConfigError, UserInputError
@@ -23,6 +24,9 @@ if TYPE_CHECKING:
 
 SizeCheck = tuple[str, str, int]  # (config field to name, what is held, tensor elements)
 Objective = Callable[[torch.Tensor], torch.Tensor]  # Q (d x d) -> the training loss at Q
+# recorded scores (T, K, K) -> scalar metrics of each record, name -> (T,): computed by the recorder
+# once, when the table is made, so they cost the training loop nothing
+ScoreMetrics = Callable[[np.ndarray], dict[str, np.ndarray]]
 
 
 def resolve_device(name: str) -> torch.device:
@@ -136,6 +140,16 @@ class Engine:
     def test_errors(self) -> dict[str, float]:
         """Prediction error 1/2 E[(y_hat - f(x_q))^2] on functions never used in training."""
         raise NotImplementedError
+
+    def geometry(self) -> dict[str, float]:
+        """Scalar metrics of the model at a logged step, recorded beside the test errors (the sampled
+        engine: ``geometry.GEOMETRY_METRICS`` on its evaluation prompts when ``eval.geometry``)."""
+        return {}
+
+    def score_metrics(self) -> ScoreMetrics | None:
+        """Metrics the recorder derives from the recorded scores when it makes the table (the kernel
+        engine's geometry metrics when ``eval.geometry``), or None."""
+        return None
 
     def objective_in_q(self) -> Objective:
         """The objective this engine trains, as a float64 function of a merged Q (d x d) on

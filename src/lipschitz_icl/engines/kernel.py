@@ -21,9 +21,12 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..errors import ConfigError
-from .base import Engine, Objective, SizeCheck, StepOutput
+from ..geometry import kernel_metrics
+from ..inputs import is_continuous
+from .base import Engine, Objective, ScoreMetrics, SizeCheck, StepOutput
 from .kernel_batch import KernelBatch, batch_key
 from .kernel_grad import diagonal_of, kernel_loss_grad, symmetrize
+from .kernel_linear import count_moments, linear_kernel_loss, linear_kernel_loss_grad
 from .kernel_spec import EXACT_MAX, KernelSpec, exact_count_vectors, kernel_spec
 from .registry import register_engine
 
@@ -31,6 +34,8 @@ if TYPE_CHECKING:
     from ..config import Config
     from ..problem import Problem
     from ..tasks import TaskClass
+
+KERNEL_MODELS = ("reduced", "linear_attention")  # the models with a closed-form population loss here
 
 
 def kernel_loss(
@@ -74,13 +79,21 @@ class KernelEngine(Engine):
 
     @classmethod
     def check_config(cls, cfg: Config) -> None:
-        if cfg.model.kind != "reduced":
+        if is_continuous(cfg.features.kind):
+            raise ConfigError("engine.kind", f"the kernel engine needs a finite feature set (features.kind="
+                              f"{cfg.features.kind} is continuous); allowed: engine.kind=sampled, or features.kind "
+                              "orthonormal, gaussian, simplex or file")
+        if cfg.model.kind not in KERNEL_MODELS:
             raise ConfigError(
                 "engine.kind",
-                f"the kernel engine supports model.kind=reduced only (got {cfg.model.kind}; use engine.kind=sampled)",
+                f"the kernel engine supports model.kind=reduced or linear_attention only (got {cfg.model.kind}; "
+                "use engine.kind=sampled)",
             )
         if cfg.engine.train_prompts is not None:
             raise ConfigError("engine.train_prompts", "needs engine.kind=sampled (the kernel engine has no prompts)")
+        if cfg.engine.counts == "exact" and cfg.model.kind != "reduced":
+            raise ConfigError("engine.counts", f"exact counts are for model.kind=reduced (got {cfg.model.kind}: its "
+                              "loss needs only the counts' first two moments); allowed: multinomial, mean_field")
         if cfg.engine.counts == "exact":
             n = exact_count_vectors(cfg.prompt.N, cfg.features.K)
             if n > EXACT_MAX:
@@ -99,6 +112,8 @@ class KernelEngine(Engine):
     @classmethod
     def _check_fused(cls, cfg: Config) -> None:
         """engine.fused: true needs the batched trainer's setting, the CPU, and numba."""
+        if cfg.model.kind != "reduced":
+            raise ConfigError("engine.fused", f"needs model.kind=reduced (got {cfg.model.kind}); allowed: false")
         if not cls.batchable(cfg):
             raise ConfigError("engine.fused", "needs train.optimizer gd or sgd in S space (engine.space auto or S; "
                               f"got optimizer={cfg.train.optimizer}, space={cfg.engine.space}); allowed: false")
@@ -132,8 +147,9 @@ class KernelEngine(Engine):
 
     @classmethod
     def batchable(cls, cfg: Config) -> bool:
-        """S space (``auto`` means S unless Adam) with plain gradient steps (gd or sgd)."""
-        return cfg.train.optimizer in ("gd", "sgd") and cfg.engine.space != "Q"
+        """The reduced model in S space (``auto`` means S unless Adam) with plain gradient steps (gd or
+        sgd). Linear attention trains in the optimizer loop (its step is a few K x K products)."""
+        return cfg.train.optimizer in ("gd", "sgd") and cfg.engine.space != "Q" and cfg.model.kind == "reduced"
 
     @classmethod
     def stack(cls, engines: list[Engine], lrs: list[float]) -> KernelBatch:
@@ -179,12 +195,22 @@ class KernelEngine(Engine):
         return self._scores()
 
     def model_state(self) -> dict[str, torch.Tensor]:
-        """{"Q": Q}. In S space Q is the minimum-norm matrix with V^T Q^T V = M:
-        Q = V^{+T} M^T V^+ (exact whenever M is of that form, which GD from V^T Q0^T V keeps)."""
+        """{"Q": Q} ({"Gamma": Gamma} for linear attention). In S space Q is the minimum-norm matrix
+        with V^T Q^T V = M: Q = V^{+T} M^T V^+ (exact whenever M is of that form, which GD from
+        V^T Q0^T V keeps)."""
+        name = "Gamma" if self.spec.linear else "Q"
         if self.space == "Q":
-            return {"Q": self.Q.detach().cpu().clone()}
+            return {name: self.Q.detach().cpu().clone()}
         V_pinv = torch.linalg.pinv(self.V)  # V^+, (K, d)
-        return {"Q": (V_pinv.T @ self.M.detach().T @ V_pinv).cpu()}
+        return {name: (V_pinv.T @ self.M.detach().T @ V_pinv).cpu()}
+
+    def score_metrics(self) -> ScoreMetrics | None:
+        """With eval.geometry: the geometry metrics of each recorded M, on the run's first count draws
+        (its fixed evaluation draws), computed when the table is made."""
+        if not self.spec.geometry:
+            return None
+        V, counts, p, linear = self.V, self.spec.counts, self.p, self.spec.linear
+        return lambda M: kernel_metrics(M, V, counts, p, linear)
 
     def _forward(self, tests: dict[str, torch.Tensor] | None, need_grad: bool):
         """kernel_loss_grad with this run alone (R = 1)."""
@@ -198,36 +224,50 @@ class KernelEngine(Engine):
             sigma_diag=self.sigma_diag, weights=weights,
         )
 
+    def _linear(self, sigma: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Linear attention's loss, dL/dM and attention under ``sigma`` at the current counts."""
+        c_mean, c2 = count_moments(self.counts)
+        return linear_kernel_loss_grad(self._scores(), c_mean, c2, sigma, self.p, self.N, self.tau)
+
     def forward_backward(self) -> StepOutput:
         if self.resample and not self.mean_field:
             self.counts = self.spec.new_counts()
-        out = self._forward(None, True)
-        g = out.grad[0]  # dL/dM
+        if self.spec.linear:
+            loss, g, attn = self._linear(self.sigma)
+        else:
+            out = self._forward(None, True)
+            loss, g, attn = out.loss[0], out.grad[0], out.attn[0]  # g = dL/dM
         if self.space == "Q":
             self.Q.grad = self.V @ g.T @ self.V.T  # dL/dQ = V (dL/dM)^T V^T
         elif self.spec.gram is not None:
             self.M.grad = self.spec.gram @ g @ self.spec.gram  # S space: the preconditioned step G grad G
         else:
             self.M.grad = g
-        return StepOutput(float(out.loss[0]), out.attn[0])
+        return StepOutput(float(loss), attn)
 
     @torch.no_grad()
     def evaluate(self, sigma: torch.Tensor) -> float:
         """The loss at the current scores under another Sigma (e.g. of unseen functions)."""
+        if self.spec.linear:
+            return float(self._linear(symmetrize(sigma))[0])
         return float(self._forward({"x": symmetrize(sigma)}, False).tests["x"][0])
 
     def test_errors(self) -> dict[str, float]:
+        if self.spec.linear:
+            return {name: float(self._linear(s)[0]) for name, s in self.test_sigmas.items()}
         out = self._forward(self.test_sigmas, False)
         return {name: float(v[0]) for name, v in out.tests.items()}
 
     def objective_in_q(self) -> Objective:
         """The exact population loss with this engine's counts (its B draws or N p), in float64."""
         V, counts = self.V.double(), self.counts.double()
-        sigma, p, tau = self.sigma.double(), self.p.double(), self.tau
+        sigma, p, tau, N, linear = self.sigma.double(), self.p.double(), self.tau, self.N, self.spec.linear
         weights = None if self.spec.weights is None else self.spec.weights.double()
 
         def loss_kernel(Q: torch.Tensor) -> torch.Tensor:
-            M = V.T @ Q.T @ V  # M_kn = v_n^T Q v_k
+            M = V.T @ Q.T @ V  # M_kn = v_n^T Q v_k (Gamma for linear attention)
+            if linear:
+                return linear_kernel_loss(M, counts, sigma, p, N, tau)
             return kernel_loss(M, counts, sigma, p, tau, weights=weights)[0]
 
         return loss_kernel

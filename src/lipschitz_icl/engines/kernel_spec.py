@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..features import FeatureSet
-from ..models import make_model
+from ..inputs import ContinuousInputs, records_geometry
+from ..models import effective_Q, is_linear, make_model
 from ..rng import make_generator
 from ..tasks import make_task
 from .base import resolve_device
@@ -62,8 +63,10 @@ def draw_counts(fs: FeatureSet, N: int, B: int, gen: torch.Generator) -> torch.T
     return out
 
 
-def cast_features(fs: FeatureSet, dtype: torch.dtype) -> FeatureSet:
-    """The features with V and p in ``dtype``."""
+def cast_features(fs: FeatureSet | ContinuousInputs, dtype: torch.dtype) -> FeatureSet | ContinuousInputs:
+    """The features with V and p in ``dtype`` (continuous inputs: drawn in ``dtype``)."""
+    if isinstance(fs, ContinuousInputs):
+        return fs.with_dtype(dtype)
     return FeatureSet(fs.V.to(dtype), fs.p.to(dtype), fs.noise)
 
 
@@ -87,6 +90,8 @@ class KernelSpec:
     device: torch.device
     fused: bool = False  # engine.fused: the compiled step (kernel_fused)
     weights: torch.Tensor | None = None  # (B,) probability of each count vector (engine.counts: exact), on device
+    linear: bool = False  # model.kind=linear_attention: the scores are v_n^T Gamma v_k (kernel_linear)
+    geometry: bool = False  # eval.geometry: the recorder derives the geometry metrics from the scores
 
     @property
     def K(self) -> int:
@@ -135,7 +140,7 @@ def kernel_spec(problem: Problem) -> KernelSpec:
     if space == "auto":
         space = "Q" if cfg.train.optimizer == "adam" else "S"
     V = fs.V.to(device)
-    Q0 = model.Q.detach().to(device)
+    Q0 = effective_Q(model).detach().to(device)  # Q^(0) (Gamma^(0) for linear attention)
     G = fs.gram.to(device)
     identity = torch.equal(G, torch.eye(fs.K, dtype=G.dtype, device=device))
     spec = KernelSpec(
@@ -144,7 +149,7 @@ def kernel_spec(problem: Problem) -> KernelSpec:
         count_gen=make_generator(cfg.seed, "counts"), counts=torch.empty(0),
         sigma=symmetrize(problem.kernel.sigma.double()).to(dtype).to(device), tests=tests,
         p=fs.p.to(device), gram=None if identity else G, M0=V.T @ Q0.T @ V, Q0=Q0, device=device,
-        fused=cfg.engine.fused,
+        fused=cfg.engine.fused, linear=is_linear(model), geometry=records_geometry(cfg),
     )
     if cfg.engine.counts == "exact":
         spec.counts, weights = exact_counts(cfg.prompt.N, fs.p)

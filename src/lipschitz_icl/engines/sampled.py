@@ -14,7 +14,9 @@ from torch import nn
 
 from ..errors import ConfigError
 from ..features import FeatureSet
-from ..models import effective_Q
+from ..geometry import prompt_metrics, query_distances
+from ..inputs import ContinuousInputs, records_geometry
+from ..models import effective_Q, is_linear
 from ..rng import make_generator
 from ..tasks import TaskClass, check_finite
 from .base import Engine, Objective, SizeCheck, StepOutput
@@ -36,11 +38,25 @@ class PromptBatch:
     def target(self) -> torch.Tensor:
         return self.y[:, -1]  # f(x_q)
 
+    @property
+    def x_ctx(self) -> torch.Tensor:
+        return self.x[:, :-1]  # (B, N, d) context tokens
+
+    @property
+    def y_ctx(self) -> torch.Tensor:
+        return self.y[:, :-1]  # (B, N) context labels
+
+    @property
+    def x_q(self) -> torch.Tensor:
+        return self.x[:, -1]  # (B, d) the query
+
 
 def draw_prompts(
-    fs: FeatureSet, task: TaskClass, N: int, B: int, tau: float, gen: torch.Generator,
+    fs: FeatureSet | ContinuousInputs, task: TaskClass, N: int, B: int, tau: float, gen: torch.Generator,
     device: torch.device | str = "cpu",
 ) -> PromptBatch:
+    """B prompts of N context tokens and a query from ``fs`` (features, or continuous inputs whose
+    feature ids are all -1), a function of ``task`` per prompt, labels f(x_i) + tau eps_i."""
     ids = fs.sample_ids((B, N + 1), gen)
     x = fs.tokens(ids, gen)
     funcs = task.sample(B, gen, x.dtype)
@@ -84,6 +100,7 @@ class SampledEngine(Engine):
             fs, problem.task, model.to(device), cfg.prompt.N, batch=cfg.engine.batch,
             resample=cfg.resample, tau=cfg.task.label_noise, seed=cfg.seed, test_tasks=test_tasks,
             test_prompts=cfg.eval.functions, device=device, train_prompts=cfg.engine.train_prompts,
+            geometry=records_geometry(cfg),
         )
 
     @classmethod
@@ -126,11 +143,14 @@ class SampledEngine(Engine):
         test_prompts: int,
         device: torch.device,
         train_prompts: int | None = None,
+        geometry: bool = False,
     ) -> None:
         self.fs, self.task, self.model, self.N, self.B, self.tau = fs, task, model, N, batch, tau
         self.device = device
         self.resample = resample and train_prompts is None
-        self.V = fs.V.to(device)
+        self.V = fs.V.to(device) if isinstance(fs, FeatureSet) else None  # None: continuous inputs
+        self.record_geometry = geometry and effective_Q(model) is not None
+        self._distances: tuple[torch.Tensor, torch.Tensor] | None = None  # of the evaluation prompts
         self.gen = make_generator(seed, "prompts")
         self.train_set: PromptBatch | None = None  # the M prompts of a finite training set
         self.last_index: torch.Tensor | None = None  # rows of train_set in the last minibatch
@@ -171,6 +191,8 @@ class SampledEngine(Engine):
         self.model.zero_grad(set_to_none=True)
         loss, attn = self._loss(batch)
         loss.backward()
+        if self.V is None:  # continuous inputs: no feature to aggregate the attention by
+            return StepOutput(float(loss.detach()), attn.new_zeros(0, 0))
         by_feature = attention_by_feature(batch.ids, attn.detach(), self.fs.K)
         if by_feature.dim() == 2:
             return StepOutput(float(loss.detach()), by_feature)
@@ -179,9 +201,20 @@ class SampledEngine(Engine):
 
     def scores(self) -> torch.Tensor | None:
         Q = effective_Q(self.model)
-        if Q is None:
+        if Q is None or self.V is None:
             return None
         return self.V.T @ Q.detach().T @ self.V
+
+    @torch.no_grad()
+    def geometry(self) -> dict[str, float]:
+        """The geometry metrics of the merged key-query matrix on the fixed evaluation prompts (the
+        ``test_error`` prompts), when ``eval.geometry`` asks for them and the model has one."""
+        if not self.record_geometry:
+            return {}
+        b = self.test_batches["test_error"]
+        if self._distances is None:  # the evaluation prompts are fixed: their distances once
+            self._distances = query_distances(b.x_ctx, b.x_q)
+        return prompt_metrics(effective_Q(self.model).detach(), b.x_ctx, b.x_q, is_linear(self.model), self._distances)
 
     def model_state(self) -> dict[str, torch.Tensor]:
         return {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
@@ -191,15 +224,18 @@ class SampledEngine(Engine):
         return {name: float(self._loss(b)[0]) for name, b in self.test_batches.items()}
 
     def objective_in_q(self) -> Objective:
-        """The reduced model's loss on one fixed batch of prompts (the engine's full batch, or the
-        next fresh batch when it resamples), in float64, whatever the engine's model."""
+        """The merged model's loss on one fixed batch of prompts (the engine's full batch, or the
+        next fresh batch when it resamples), in float64: softmax attention (the reduced model's, for
+        every softmax model) or, for linear attention, its loss in Gamma."""
         batch = self.batch if self.batch is not None else self._draw()
         x, y = batch.x.double(), batch.y.double()
         target = y[:, -1]  # f(x_q)
+        linear = is_linear(self.model)
 
         def loss_sampled(Q: torch.Tensor) -> torch.Tensor:
             logits = torch.einsum("bnd,de,be->bn", x[:, :-1], Q, x[:, -1])  # x_i^T Q x_q
-            y_hat = (torch.softmax(logits, dim=-1) * y[:, :-1]).sum(-1)
+            weights = logits / logits.shape[-1] if linear else torch.softmax(logits, dim=-1)
+            y_hat = (weights * y[:, :-1]).sum(-1)
             return 0.5 * (y_hat - target).square().mean()
 
         return loss_sampled

@@ -6,6 +6,7 @@ The plotting API (each function returns a matplotlib Figure; pyplot is not used)
     >>> plots.training_curves(run)           # loss and Attn_k against step, T_1 and T_eps marked
     >>> plots.score_trajectories(run)        # A_k and B_kn against step
     >>> plots.score_heatmap(run, "M")        # final score matrix (or "Q": the trained Q)
+    >>> plots.geometry_curves(run)           # ||Q||, the attention window and n_eff against step
     >>> plots.time_vs_lipschitz("sweeps/l_sweep")   # T against L/L*, fits, theory slope -2
     >>> plots.phase_diagram("sweeps/lr_L")   # outcome over (L/L*, eta)
     >>> plots.time_vs_theory("sweeps/l_sweep")      # T against the theory's T_f
@@ -54,10 +55,10 @@ def colors(n: int):
     return [cmap(i / max(1, n - 1) * 0.9) for i in range(n)]
 
 
-from .runs import final_score_matrix, score_heatmap, score_trajectories, training_curves  # noqa: E402
+from .runs import final_score_matrix, geometry_curves, score_heatmap, score_trajectories, training_curves  # noqa: E402
 from .sweeps import phase_diagram, sweep_frame, time_vs_lipschitz, time_vs_theory  # noqa: E402
 
 __all__ = [
-    "colors", "figure", "final_score_matrix", "phase_diagram", "save", "score_heatmap", "score_trajectories",
-    "sweep_frame", "time_vs_lipschitz", "time_vs_theory", "training_curves",
+    "colors", "figure", "final_score_matrix", "geometry_curves", "phase_diagram", "save", "score_heatmap",
+    "score_trajectories", "sweep_frame", "time_vs_lipschitz", "time_vs_theory", "training_curves",
 ]

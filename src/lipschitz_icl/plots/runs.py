@@ -1,5 +1,6 @@
 """Figures of single runs: loss and Attn_k against step, the score trajectories A_k and
-B_{k,n}, and heatmaps of Q or of the final score matrix M. Each returns a Figure."""
+B_{k,n}, heatmaps of Q or of the final score matrix M, and the attention's geometry (||Q||, the
+window, n_eff) against step. Each returns a Figure."""
 
 from __future__ import annotations
 
@@ -107,9 +108,10 @@ def final_score_matrix(run: Run) -> np.ndarray:
 
 
 def _effective_q(params: dict[str, torch.Tensor]) -> np.ndarray:
-    """Q (reduced) or the merged Q_eff = W_K^T W_Q / sqrt(d_k) (factored)."""
-    if "Q" in params:
-        return params["Q"].detach().double().numpy()
+    """Q (reduced), Gamma (linear attention) or the merged Q_eff = W_K^T W_Q / sqrt(d_k) (the factored forms)."""
+    for name in ("Q", "Gamma"):
+        if name in params:
+            return params[name].detach().double().numpy()
     if "W_Q" in params and "W_K" in params:
         wq, wk = params["W_Q"].double(), params["W_K"].double()
         return (wk.T @ wq / wq.shape[0] ** 0.5).numpy()
@@ -141,4 +143,34 @@ def score_heatmap(run: Run | str | Path, which: str = "M") -> Figure:
     image = ax.imshow(matrix, cmap="RdBu_r", vmin=-bound, vmax=bound)
     fig.colorbar(image, ax=ax, label=which)
     ax.set(xlabel=xlabel, ylabel=ylabel, title=f"{which} of {run_label(item)}")
+    return fig
+
+
+def geometry_curves(runs: RunsLike) -> Figure:
+    """||Q||_2 and ||Q||_F (top, log scale), the window r_1/2 and the attention-weighted distance to
+    the query (middle), and the effective number of attended tokens n_eff (bottom) against step, one
+    column per run (Q is Gamma for linear attention).
+
+    What to look at: softmax attention that adapts sharpens, ||Q|| growing while the window and n_eff
+    shrink; linear attention's window stays where its weights' shape puts it (1 on the unit sphere for
+    an isotropic Gamma) however large Gamma grows. An infinite window (uniform attention, Q = 0) is not
+    drawn. Needs a run recorded with eval.geometry (the default with continuous inputs)."""
+    items = as_runs(runs)
+    fig, axes = new_figure(len(items), 3)
+    for col, run in enumerate(items):
+        _require(run, "Q_norm_2")
+        norm_ax, win_ax, eff_ax = axes[0, col], axes[1, col], axes[2, col]
+        for ax, metrics in ((norm_ax, ("Q_norm_2", "Q_norm_F")), (win_ax, ("window", "attn_distance")),
+                            (eff_ax, ("n_eff",))):
+            for name in metrics:
+                series = run.series(name)
+                v = series.to_numpy()
+                series = series[np.isfinite(v) & ((v > 0) if ax is norm_ax else True)]  # log axis: Q = 0 left out
+                ax.plot(series.index, series.to_numpy(), label=name, **steps_marker_every(len(series)))
+            _mark_times(ax, run, with_labels=False)
+            ax.legend(fontsize=7)
+        log_axis(norm_ax, "y")
+        norm_ax.set(ylabel="||Q||", title=run_label(run))
+        win_ax.set(ylabel="distance to the query")
+        eff_ax.set(xlabel="step", ylabel="n_eff")
     return fig
