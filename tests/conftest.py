@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import lipschitz_icl.papers  # noqa: F401  (the built-in papers register their claims and experiments)
+from lipschitz_icl.experiments import claims, registry
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))  # so tests can import their plugin modules
@@ -38,3 +39,21 @@ DEVICES = ["cpu", "cuda" if torch.cuda.is_available() else pytest.param("cuda", 
 def device(request) -> str:
     """Parametrises a test over the available devices: "cpu", and "cuda" when a GPU is present."""
     return request.param
+
+
+@pytest.fixture
+def isolated_registry():
+    """Papers, claims and experiments registered inside the test (a plugin) are gone after it: the registry
+    tables are restored in place and the plugin modules it imported forgotten, so a later import registers
+    again."""
+    tables = [registry._EXPERIMENTS, registry._PAPERS, claims.STATEMENTS, claims.PAPER_OF, claims._POSITION]
+    saved = [dict(t) for t in tables]
+    order, modules = list(claims.PAPER_ORDER), set(sys.modules)
+    yield
+    for table, copy in zip(tables, saved, strict=True):
+        table.clear()
+        table.update(copy)
+    claims.PAPER_ORDER[:] = order
+    for name in set(sys.modules) - modules:
+        if not name.startswith("lipschitz_icl"):
+            sys.modules.pop(name, None)

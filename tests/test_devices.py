@@ -176,7 +176,8 @@ def test_kernel_step_stays_on_another_device(gaussian):
             setattr(batch, name, _meta(getattr(batch, name)))
     batch.tests = {k: _meta(v) for k, v in batch.tests.items()}
     batch.device = torch.device("meta")
-    args = (batch.counts, batch.inv_c, batch.sigma, batch.p, batch.tau2, batch.tests, True, True, 2**16, batch.diag)
+    args = (batch.counts, batch.inv_c, batch.sigma, batch.p, batch.tau2, batch.tests, True, True, 2**16, batch.diag,
+            batch.weights)
     for exact in (False, True):
         out = _loss_grad(batch.M, *args, exact=exact)
         for t in (out.loss, out.attn_self, out.attn, out.grad, *out.tests.values()):

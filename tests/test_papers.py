@@ -51,7 +51,7 @@ def test_docs_claims_holds_the_generated_listing_word_for_word():
     assert block and block.group(1) == listing_markdown(), "regenerate: lipschitz-icl reproduce --list --markdown"
 
 
-def test_a_plugin_paper_runs_resumes_and_is_grouped_by_paper(tmp_path):
+def test_a_plugin_paper_runs_resumes_and_is_grouped_by_paper(tmp_path, isolated_registry):
     out = tmp_path / "o"
     args = ["reproduce", "--plugins", "plugin_paper", "--paper", "plugin_paper", "--quick", "--out", str(out)]
     res = cli.invoke(app, args)
