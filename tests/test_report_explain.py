@@ -22,6 +22,7 @@ META = {"command": "test", "size": "quick", "seed": 0, "wall_s": 1.0}
 def _figure(out: Path, stem: str) -> str:
     fig, ax = plots.figure()
     ax[0][0].plot([0, 1], [1, 0])
+    ax[0][0].set_title(stem)  # two figures, two different files (the report keeps one of equal bytes)
     return plots.save(fig, out, stem)
 
 
@@ -58,7 +59,7 @@ def test_statistic_is_flattened_and_formatted():
 def test_reason_speaks_of_the_flags():
     out = Path("/nonexistent")
     forced = claim("P4", "c", {"x": 1.0}, True, False, forced=True, forced_reason="the symmetry fixes it")
-    assert "Supported" in reason(forced) and "forced, not evidence: the symmetry fixes it" in reason(forced)
+    assert "Supported" in reason(forced) and reason(forced).startswith("Forced, not evidence: the symmetry fixes it")
     undecided = claim("B3", "c", {"x": 1.0}, False, False, censored=2, undecided_because="more steps",
                       interval={"x": [0.5, 1.5]})
     text = reason(undecided)
@@ -79,15 +80,15 @@ def test_report_html_and_md_explain_each_claim(tmp_path):
     assert 'Figure <code>shared.png</code>: shown under <a href="#P4">P4</a>' in page
     assert "Look at the slope of T_eps against L" in page  # the experiment's caption
     assert "shared (P4). What to look at" in page  # the generic one
-    assert '<span class="badge forced"' in page and page.count("badge forced") == 2  # table and section
+    assert '<span class="forced"' in page and page.count('class="forced"') == 2  # table and section
     assert "⚠ 2 run(s) ended at step 0 or were interrupted" in page
     assert "runs/g1/a: trivial at step 0" in page and "runs/g2/c: interrupted at step 7" in page
     assert page.count("<details><summary>group") == 13 and "<details><summary>g1 (first of 2 runs" in page
-    assert "<td>by_L › 0.5</td><td>0.1235</td>" in page and "<summary>raw statistic (JSON)</summary>" in page
+    assert "<td>slope</td><td>-2.001</td>" in page and "<summary>raw statistic (JSON)</summary>" in page
     assert "What would decide it: the L grid stops at 8 L*" in page
     md = (tmp_path / "report.md").read_text()
-    assert "## P4 — supported · **forced** · ⚠ 2 run(s) need care" in md
-    assert "| by_L › 0.5 | 0.1235 |" in md and "Figure `shared.png`: shown under [P4](#P4)." in md
+    assert "## P4 — **forced** (outcome supported; not evidence) · ⚠ 2 run(s) need care" in md
+    assert "| slope | -2.001 |" in md and "Figure `shared.png`: shown under [P4](#P4)." in md
     assert "**Why.** Inconclusive" in md
 
 
@@ -178,5 +179,9 @@ def test_the_abridged_statistic_leads_with_what_the_criterion_names():
     rows = ranked_rows(stat, c.criterion)
     assert {k for k, _ in rows[:2]} == {"ratio_eps0.001", "by_reading › P4b › median_r"}
     assert "unmeasured" not in dict(rows)  # an unmeasured value says nothing
-    why = reason(c)
+    why = reason(c)  # B7's deciding quantities (report.deciding) come first, with their thresholds
+    assert why.startswith("Not supported. Decided by ratio_eps0.001 = 0.987 (at eps = 0.001: supports <= 0.8, "
+                          "refutes >= 0.95)")
+    plugin = claim("X1", c.criterion, stat, False, True)  # a claim the report does not know: the criterion's names
+    why = reason(plugin)
     assert "ratio_eps0.001 = 0.987" in why and why.index("ratio_eps0.001") < why.index("budget")

@@ -21,6 +21,7 @@ from lipschitz_icl.experiments.claims import (
 from lipschitz_icl.experiments.runner import Context
 from lipschitz_icl.experiments.sizes import TINY
 from lipschitz_icl.report import write_claims_json, write_report_html, write_report_md
+from lipschitz_icl.report.deciding import missing_paths
 
 
 @pytest.mark.parametrize("slope,expected", [(-2.05, SUPPORTED), (-0.9, NOT_SUPPORTED), (-1.7, INCONCLUSIVE)])
@@ -89,6 +90,7 @@ def test_every_experiment_runs_at_tiny_size(tmp_path, suite, monkeypatch):
         assert c.criterion != "(experiment failed)", c.notes
         assert c.figures and all((tmp_path / f).is_file() for f in c.figures)
         assert c.statistic
+        assert not missing_paths(c), (c.id, missing_paths(c))  # the report's deciding quantities are measured
         assert all(len(pd.read_csv(tmp_path / f)) > 0 for f in c.data), c.data  # tables of runs outside the engine
         if c.id == "B5":  # trained by its own loop: its trajectories and per-run numbers are tables
             assert c.data == ["data/B5_trajectories.csv", "data/B5_per_run.csv"]

@@ -14,6 +14,7 @@ _EXPORTS = {
     "Run": "api", "load_run": "api", "run": "api", "write_run": "api",
     "Config": "config", "default_config": "config", "load_config": "config",
     "TaskClass": "tasks", "register_task": "tasks", "task_names": "tasks",
+    "attention_map": "attention", "diff": "compare",
 }
 
 __all__ = ["__version__", *_EXPORTS]

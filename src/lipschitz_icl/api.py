@@ -56,6 +56,10 @@ log = logging.getLogger("lipschitz_icl")
 
 @dataclass
 class Run:
+    """One training run: its resolved ``config``, ``summary`` (summary.json: status, steps, T_1, T_eps, the
+    theory's numbers), ``metrics`` (the tidy table of metrics.parquet), ``dir`` (its run directory, None
+    when nothing was written) and ``params`` (the trained parameters)."""
+
     config: Config
     summary: dict[str, Any]
     metrics: pd.DataFrame  # tidy: step, metric, k, n, value
@@ -247,12 +251,13 @@ def check_finished(run_dir: Path, cfg: Config, summary: dict[str, Any]) -> None:
     """Refuse a run that never finished or whose files belong to different runs."""
     status = summary.get("status")
     if status in (None, "running"):
-        raise UserInputError(f"{run_dir}: the run did not finish (summary status {status!r}: still running, or "
-                             "killed; rerun it with --force)")
+        said = f"{run_dir}: the run did not finish (summary status {status!r}: still running, or killed; rerun it"
+        raise UserInputError(f"{said} with li.run(..., out=..., force=True))", cli=f"{said} with --force)")
     recorded = summary.get("config_hash")
     if recorded is not None and recorded != cfg.config_hash():
-        raise UserInputError(f"{run_dir}: {CONFIG_FILE} does not match the config_hash of {SUMMARY_FILE} "
-                             "(files of different runs; rerun it with --force)")
+        said = (f"{run_dir}: {CONFIG_FILE} does not match the config_hash of {SUMMARY_FILE} (files of different runs; "
+                "rerun it")
+        raise UserInputError(f"{said} with li.run(..., out=..., force=True))", cli=f"{said} with --force)")
 
 
 def analyze_run(run_dir: str | Path, osc_tol: float = 1e-4, write: bool = True) -> dict[str, Any]:

@@ -64,11 +64,13 @@ class _Strict(BaseModel):
 
 class FeaturesConfig(_Strict):
     kind: Literal["orthonormal", "gaussian", "simplex", "file", "sphere", "gaussian_inputs"] = Field(
-        "orthonormal", description="K features, or continuous inputs: sphere (S^{d-1}), gaussian_inputs (N(0, cov))")
+        "orthonormal", description="v_k = e_k (K <= d), random unit vectors, a regular simplex, read from path; or "
+        "continuous inputs: sphere (uniform on S^{d-1}), gaussian_inputs (N(0, cov))")
     K: int = Field(5, ge=2, le=100_000, description="number of features K")
     d: int = Field(5, ge=1, le=1_000_000, description="ambient dimension d")
     path: str | None = Field(None, description="feature file (.npy or .csv, K rows of d numbers)")
-    probs: Literal["uniform", "imbalanced"] | list[float] = "uniform"  # p_k
+    probs: Literal["uniform", "imbalanced"] | list[float] = Field(  # p_k
+        "uniform", description="token probabilities p_k: uniform, imbalanced (p_max on feature 1), or K numbers")
     p_max: float = Field(0.5, gt=0, lt=1, description="p of the dominant feature (imbalanced)")
     noise: float = Field(0.0, ge=0, le=1e6, description="token noise sigma")
     scale: float = Field(1.0, gt=0, le=1e6, description="multiply every v_k by this (scales Delta)")
@@ -192,7 +194,8 @@ class ModelConfig(_Strict):
 
 class EngineConfig(_Strict):
     kind: str = Field("kernel", description="engine: a registered name (kernel, sampled, or a plugin's)")
-    counts: Literal["multinomial", "mean_field", "exact"] = "multinomial"
+    counts: Literal["multinomial", "mean_field", "exact"] = Field("multinomial", description="kernel: context "
+                                                                   "counts from B draws, the mean field N p, or exact")
     draws: int = Field(256, ge=1, le=10_000_000, description="kernel: multinomial count draws B")
     batch: int = Field(1024, ge=1, le=10_000_000, description="sampled: prompts per step")
     resample: bool | None = Field(
@@ -204,7 +207,7 @@ class EngineConfig(_Strict):
     dtype: Literal["float64", "float32"] = Field(
         "float64", description="float64; unset with the sampled engine and a neural model: float32"
     )
-    device: Literal["auto", "cpu", "cuda"] = "cpu"
+    device: Literal["auto", "cpu", "cuda"] = Field("cpu", description="where to train (auto: cuda if available)")
     fused: bool = Field(
         False, description="kernel, gd/sgd in S space, CPU: the step in one compiled call (needs numba)"
     )
@@ -214,7 +217,8 @@ class EngineConfig(_Strict):
 
 
 class TrainConfig(_Strict):
-    optimizer: Literal["gd", "sgd", "adam"] = "gd"
+    optimizer: Literal["gd", "sgd", "adam"] = Field(
+        "gd", description="gradient descent, SGD on fresh prompts (sampled engine), or Adam")
     lr: float = Field(1.0, gt=0, description="step size eta")
     steps: int = Field(20_000, ge=1, le=100_000_000, description="step budget")
     eps: float = Field(1e-3, gt=0, description="target loss epsilon")
@@ -243,17 +247,17 @@ class TheoryConfig(_Strict):
 
 class Config(_Strict):
     name: str | None = Field(None, description="run name (default: derived from config)")
-    seed: int = Field(0, ge=0, le=2**63 - 1)
+    seed: int = Field(0, ge=0, le=2**63 - 1, description="seed of every random stream of the run")
     plugins: list[str] = Field(default_factory=list, description="modules to import (task classes)")
-    features: FeaturesConfig = Field(default_factory=FeaturesConfig)
-    prompt: PromptConfig = Field(default_factory=PromptConfig)
-    task: TaskConfig = Field(default_factory=TaskConfig)
-    model: ModelConfig = Field(default_factory=ModelConfig)
-    engine: EngineConfig = Field(default_factory=EngineConfig)
-    train: TrainConfig = Field(default_factory=TrainConfig)
-    eval: EvalConfig = Field(default_factory=EvalConfig)
-    analysis: AnalysisConfig = Field(default_factory=AnalysisConfig)
-    theory: TheoryConfig = Field(default_factory=TheoryConfig)
+    features: FeaturesConfig = Field(default_factory=FeaturesConfig, description="the feature vectors v_k")
+    prompt: PromptConfig = Field(default_factory=PromptConfig, description="the prompts")
+    task: TaskConfig = Field(default_factory=TaskConfig, description="the L-Lipschitz task class")
+    model: ModelConfig = Field(default_factory=ModelConfig, description="the attention model")
+    engine: EngineConfig = Field(default_factory=EngineConfig, description="how the loss is evaluated")
+    train: TrainConfig = Field(default_factory=TrainConfig, description="the optimiser and when to stop")
+    eval: EvalConfig = Field(default_factory=EvalConfig, description="the unseen-function tests")
+    analysis: AnalysisConfig = Field(default_factory=AnalysisConfig, description="the phase analysis")
+    theory: TheoryConfig = Field(default_factory=TheoryConfig, description="the threshold L*")
 
     @field_validator("name")
     @classmethod

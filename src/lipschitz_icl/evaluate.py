@@ -47,19 +47,23 @@ ProgressFn = Callable[[int, int], None]  # (done, total) evaluation cells
 
 
 def load_model(run: Run) -> nn.Module:
-    """The run's model with its trained parameters (params.pt, loaded with weights_only=True)."""
-    if run.dir is None:
-        raise UserInputError("the run has no directory to read params.pt from (run it with write=True)")
+    """The run's model with its trained parameters: ``run.params`` when the run holds them (a run made with
+    ``write=False``), else its params.pt (loaded with weights_only=True)."""
+    if run.params is None and run.dir is None:
+        raise UserInputError("the run has no trained parameters (no run.params, and no directory with params.pt)")
     cfg = run.config
     model = make_model(cfg.model, cfg.features.d, make_generator(cfg.seed, "init"), dtype_of(cfg), "cpu")
-    with warnings.catch_warnings():  # torch warns about a file's pickle protocol before refusing it
-        warnings.simplefilter("ignore")
-        state = read_params(run.dir)
+    if run.params is not None:
+        state = run.params
+    else:
+        with warnings.catch_warnings():  # torch warns about a file's pickle protocol before refusing it
+            warnings.simplefilter("ignore")
+            state = read_params(run.dir)
     try:
         model.load_state_dict(state)
     except RuntimeError as e:
         first = str(e).splitlines()[0]
-        raise UserInputError(f"{run.dir}: params.pt does not fit the run's model ({first})") from None
+        raise UserInputError(f"{run.dir or 'the run'}: its parameters do not fit the run's model ({first})") from None
     return model.eval()
 
 
@@ -108,14 +112,19 @@ def default_classes(run: Run) -> list[str]:
 def _check(contexts: list[int], classes: list[str], prompts: int) -> None:
     """Refuse bad options before anything is drawn: the sizes, and the class names."""
     if prompts < 2:
-        raise UserInputError(f"--prompts must be at least 2 (got {prompts})")
+        raise _refused("prompts", "--prompts", f"must be at least 2 (got {prompts})")
     bad = [n for n in contexts if n < 1]
     if not contexts or bad:
-        raise UserInputError(f"--contexts must be positive integers (got {contexts})")
+        raise _refused("contexts", "--contexts", f"must be positive integers (got {contexts})")
     known = task_names()
     for c in classes:
         if c not in known:
-            raise UserInputError(f"--class {c!r} is not registered (known: {', '.join(known)})")
+            raise _refused("classes", "--class", f"{c!r} is not registered (known: {', '.join(known)})")
+
+
+def _refused(argument: str, option: str, what: str) -> UserInputError:
+    """Bad input to ``evaluate_run``, named by its argument (``prompts``) or, on the command line, its option."""
+    return UserInputError(f"{argument}: {what}", cli=f"{option} {what}")
 
 
 def _check_sizes(prompts: int, n_max: int, tasks: dict[str, TaskClass], d: int) -> None:
@@ -124,17 +133,18 @@ def _check_sizes(prompts: int, n_max: int, tasks: dict[str, TaskClass], d: int) 
     MAX_ELEMENTS = max_elements()  # noqa: N806 - the limit, read once
     if KERNEL_COPIES * n_max * n_max > MAX_ELEMENTS:
         allowed = math.isqrt(MAX_ELEMENTS // KERNEL_COPIES)
-        raise UserInputError(f"--contexts {n_max}: at most {allowed} context examples (one prompt's n x n "
-                             f"kernel matrices would need about {KERNEL_COPIES * n_max * n_max:.3g} elements "
-                             f"in memory, at most {MAX_ELEMENTS:.3g}; {MAX_ENV} raises the limit)")
+        why = (f"{n_max}: at most {allowed} context examples (one prompt's n x n kernel matrices would need about "
+               f"{KERNEL_COPIES * n_max * n_max:.3g} elements in memory, at most {MAX_ELEMENTS:.3g}; {MAX_ENV} raises "
+               "the limit)")
+        raise UserInputError(f"contexts={why}", cli=f"--contexts {why}")
     points = n_max + 1  # context tokens and the query
     for name, task in tasks.items():
         per_prompt = 4 * max(points * d, task.elements(1, points))
         if prompts * per_prompt > MAX_ELEMENTS:
-            raise UserInputError(f"--prompts {prompts}: at most {MAX_ELEMENTS // per_prompt} with contexts up "
-                                 f"to {n_max} and d = {d} (the {name} prompts would need about "
-                                 f"{prompts * per_prompt:.3g} elements in memory, at most {MAX_ELEMENTS:.3g}; "
-                                 f"{MAX_ENV} raises the limit)")
+            why = (f"{prompts}: at most {MAX_ELEMENTS // per_prompt} with contexts up to {n_max} and d = {d} (the "
+                   f"{name} prompts would need about {prompts * per_prompt:.3g} elements in memory, at most "
+                   f"{MAX_ELEMENTS:.3g}; {MAX_ENV} raises the limit)")
+            raise UserInputError(f"prompts={why}", cli=f"--prompts {why}")
 
 
 def context_distances(x_ctx: torch.Tensor) -> torch.Tensor | None:
@@ -216,7 +226,7 @@ def evaluate_run(
     tasks = {name: make_task(name, cfg.task.L, cfg.features.d, cfg.task.params if name == cfg.task.kind else {})
              for name in classes}
     _check_sizes(prompts, max(contexts), tasks, cfg.features.d)
-    dev = resolve_device(cfg.engine.device) if device is None else device_option(device, "--device")
+    dev = resolve_device(cfg.engine.device) if device is None else device_option(device, "device")
     model = load_model(run).to(dev)
     fs = build_inputs(cfg)  # the run's features, or its continuous input distribution
     linear = train_linear_attention(cfg, fs, make_task(cfg.task.kind, cfg.task.L, cfg.features.d, cfg.task.params),

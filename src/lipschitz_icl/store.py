@@ -200,10 +200,13 @@ def prepare_run_dir(out: str | Path | None, default_name: str, root: str | Path 
     else:
         path = Path(out)
         if path.exists() and not path.is_dir():
-            raise UserInputError(f"--out {out}: exists and is not a directory")
+            raise UserInputError(f"out={out}: exists and is not a directory",
+                                 cli=f"--out {out}: exists and is not a directory")
         if path.is_dir() and any(path.iterdir()):
             if not force:
-                raise UserInputError(f"--out {out}: already holds files (choose another folder or pass --force)")
+                raise UserInputError(f"out={out}: already holds files (choose another folder, or pass force=True to "
+                                     "replace the previous run's files)",
+                                     cli=f"--out {out}: already holds files (choose another folder or pass --force)")
             clear_run_files(path)
         try:
             path.mkdir(parents=True, exist_ok=True)
@@ -241,7 +244,8 @@ def clear_run_files(run_dir: Path) -> None:
         for tmp in run_dir.glob(f".*{TMP_SUFFIX}"):
             tmp.unlink(missing_ok=True)
     except OSError as e:
-        raise UserInputError(f"--out {run_dir}: cannot remove the previous run's files ({e.strerror})") from None
+        raise UserInputError(f"out={run_dir}: cannot remove the previous run's files ({e.strerror})",
+                             cli=f"--out {run_dir}: cannot remove the previous run's files ({e.strerror})") from None
 
 
 def read_summary(run_dir: str | Path) -> dict:

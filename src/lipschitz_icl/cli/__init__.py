@@ -10,6 +10,7 @@ from ..threads import configured_threads
 from .analyze import analyze_command
 from .bench import bench_command
 from .common import OneLineUsageErrors, widen_when_piped
+from .diff import diff_command
 from .evaluate import evaluate_command
 from .report import report_command
 from .reproduce import reproduce_command
@@ -54,7 +55,7 @@ def _summary(command) -> str:
 
 
 for _name, _command in (("run", run_command), ("theory", theory_command), ("analyze", analyze_command),
-                        ("reproduce", reproduce_command), ("report", report_command),
+                        ("diff", diff_command), ("reproduce", reproduce_command), ("report", report_command),
                         ("evaluate", evaluate_command), ("bench", bench_command)):
     app.command(_name, short_help=_summary(_command))(_command)
 app.add_typer(sweep_app, name="sweep")

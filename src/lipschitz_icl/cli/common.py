@@ -32,7 +32,7 @@ from rich.progress import (
 from typer.core import TyperGroup
 
 from ..config_io import clip, path_kind
-from ..errors import TaskEvaluationError, UserInputError
+from ..errors import TaskEvaluationError, UserInputError, cli_message
 
 out = Console()  # tables and results
 err = Console(stderr=True)  # progress and messages
@@ -185,7 +185,7 @@ def progress_bar(transient: bool = True, eta: bool = False) -> Progress:
         *columns,
         console=err,
         transient=transient,
-        disable=not err.is_terminal and not _force_progress(),
+        disable=not err.is_terminal and not forced_progress(),
     )
 
 
@@ -231,7 +231,8 @@ def format_eta(seconds: float | None) -> str:
     return f"eta {hours}:{minutes:02d}:{secs:02d}" if hours else f"eta {minutes}:{secs:02d}"
 
 
-def _force_progress() -> bool:
+def forced_progress() -> bool:
+    """LIPSCHITZ_ICL_PROGRESS=1: bars even when stderr is not a terminal."""
     return os.environ.get("LIPSCHITZ_ICL_PROGRESS") == "1"
 
 
@@ -255,7 +256,7 @@ def user_errors() -> Iterator[None]:
     except _CLI_EXITS:
         raise
     except UserInputError as e:
-        fail(str(e), 2)
+        fail(cli_message(e), 2)  # the command line's words (--force), where the API's differ (force=True)
     except pa.ArrowException as e:  # a metrics file that is corrupt past its footer
         fail(f"a Parquet file is corrupt ({e})", 2)
     except TaskEvaluationError as e:

@@ -14,6 +14,7 @@ from ..evaluate import LINEAR, MODEL, evaluate_run, write_evaluation
 from ..plots.evaluate import evaluation_figure
 from .common import check_out_path, check_run_dir, err, esc, out, progress_bar, user_errors
 from .grid import Grid, print_grid
+from .progress import LineProgress
 
 
 def _parse_contexts(text: str | None) -> list[int] | None:
@@ -101,11 +102,15 @@ def evaluate_command(
         check_run_dir(run_dir)
         run = load_run(run_dir)  # refuses unfinished, mixed or corrupt runs, naming the file
         ctx = _parse_contexts(contexts)
+        # stderr not a terminal (a log): a line every 10 s with the time left; stdout keeps only the tables
+        lines = LineProgress(err, "evaluated (class, n) cells", every=10.0) if not err.is_terminal else None
         with progress_bar() as bar:
             task = bar.add_task("evaluating", total=None, info="")
 
             def progress(done: int, total: int) -> None:
                 bar.update(task, completed=done, total=total)
+                if lines is not None:
+                    lines(done, total)
 
             table = evaluate_run(run, prompts=prompts, contexts=ctx, classes=list(classes or []) or None,
                                  progress=progress, device=device)

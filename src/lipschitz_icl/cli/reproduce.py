@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import typer
@@ -30,10 +29,12 @@ from ..reproduce import (
     resolve_targets,
 )
 from ..store import claim_new_dir
-from .common import check_out_path, err, esc, fail, progress_bar, sigterm_as_interrupt, user_errors
+from .common import check_out_path, err, esc, fail, forced_progress, sigterm_as_interrupt, user_errors
 from .common import out as console
+from .reproduce_progress import ReproduceProgress, reproduce_bar
 
 VERDICT_STYLE = {"supported": "green", "not supported": "red", "inconclusive": "yellow", NO_VERDICT: "cyan"}
+FORCED_STYLE = "magenta"  # a forced outcome is not evidence: never the green of a supported claim
 
 
 def _default_out(suite: str, quick: bool, resume: bool = False) -> Path:
@@ -78,20 +79,6 @@ def _check_files(update_readme: Path | None, compare_with: Path | None) -> Compa
     if update_readme is not None and not update_readme.is_file():
         raise UserInputError(f"--update-readme {update_readme}: no such file")
     return Comparison.load(compare_with) if compare_with is not None else None
-
-
-def _experiment_logger():
-    """One line per experiment started and finished, when stderr is not a terminal (logs, CI)."""
-    if err.is_terminal:
-        return None
-
-    def log(event: str, name: str, elapsed: float, detail: str = "") -> None:
-        stamp = time.strftime("%H:%M:%S")
-        tail = f" in {elapsed:.1f} s" if event == "finished" else ""
-        tail += f" ({detail})" if detail else ""
-        err.print(esc(f"[{stamp}] {event} {name}{tail}"), highlight=False, soft_wrap=True)
-
-    return log
 
 
 def reproduce_command(
@@ -141,7 +128,7 @@ def reproduce_command(
             return
         check_out_path(out_dir, "--out")
         check_seed(seed, "--seed")
-        names, _ = resolve_targets([*(targets or []), *(paper or [])] or ["all"])
+        names, experiments = resolve_targets([*(targets or []), *(paper or [])] or ["all"])
         suite = " ".join(names)
         compare = _check_files(update_readme, compare_with)
         fused_flag, fused = fused, resolve_fused(fused, "--fused", "--no-fused")
@@ -149,8 +136,9 @@ def reproduce_command(
                                     plugins=plugin_list)
         _announce(out, resuming, force)
         cmd = _command_line(suite, quick, out, seed, workers, fused_flag, plugin_list)
-        claims, meta = _run_with_progress(names, out, quick=quick, seed=seed, workers=workers, command=cmd,
-                                          resume=resuming, compare=compare, fused=fused, plugins=plugin_list)
+        claims, meta = _run_with_progress(names, experiments, out, quick=quick, seed=seed, workers=workers,
+                                          command=cmd, resume=resuming, compare=compare, fused=fused,
+                                          plugins=plugin_list)
     _finish(claims, meta, out, update_readme)
 
 
@@ -182,18 +170,13 @@ def _command_line(suite: str, quick: bool, out: Path, seed: int, workers: int, f
     return " ".join(["lipschitz-icl reproduce", *flags])
 
 
-def _run_with_progress(names: list[str], out: Path, **kw):
-    """``reproduce`` under a progress bar; an interrupt is one line and exit 130, saying what was kept."""
-    with progress_bar(transient=False) as bar, signal_watch() as fired:
-        tasks: dict[str, int] = {}
-
-        def progress(label: str, done: int, total: int) -> None:
-            if label not in tasks:
-                tasks[label] = bar.add_task(label, total=total, info="")
-            bar.update(tasks[label], completed=done, total=total)
-
+def _run_with_progress(names: list[str], experiments: list, out: Path, **kw):
+    """``reproduce`` under the whole-job view (``reproduce_progress``: an overall bar, a few group bars, and
+    a line per experiment into a log); an interrupt is one line and exit 130, saying what was kept."""
+    with reproduce_bar(disable=not err.is_terminal and not forced_progress()) as bar, signal_watch() as fired:
+        view = ReproduceProgress(experiments, kw["quick"], bar)  # a disabled bar (no terminal) draws nothing
         try:
-            return reproduce(names, out, progress=progress, log=_experiment_logger(), **kw)
+            return reproduce(names, out, progress=view.tick, log=view.log, **kw)
         except ExperimentsInterrupted as stop:
             n = sum(c.statistic.get("status") == "interrupted" for c in stop.claims)
             fail(f"interrupted ({stop.signal_name}): {n} claims marked interrupted in {out}/report.md; "
@@ -234,6 +217,7 @@ def _print_claims(claims, meta: dict, out: Path) -> None:
         table.add_column(col)
     for c in sorted_claims(claims):
         style = VERDICT_STYLE.get(c.verdict, "default")  # never empty: "[]...[/]" is a markup error
-        forced = " (forced)" if c.forced else ""
-        table.add_row(esc(c.id), f"[{style}]{esc(c.verdict)}[/]{forced}", esc(c.experiment), f"{c.wall_s:.0f}")
+        verdict = (f"[{FORCED_STYLE}]forced[/] (outcome {esc(c.verdict)})" if c.forced
+                   else f"[{style}]{esc(c.verdict)}[/]")
+        table.add_row(esc(c.id), verdict, esc(c.experiment), f"{c.wall_s:.0f}")
     console.print(table)

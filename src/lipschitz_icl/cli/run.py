@@ -24,6 +24,7 @@ from .common import (
     split_config_and_overrides,
     user_errors,
 )
+from .config_doc import annotated_yaml
 
 SUMMARY_ROWS = [
     ("status", "status"), ("steps", "steps"), ("wall time (s)", "wall_s"), ("final loss", "final_loss"),
@@ -48,7 +49,8 @@ def run_command(
     overrides: list[str] = typer.Argument(None, help="Overrides as key.sub=value, e.g. task.L=1 train.lr=0.5"),
     out_dir: Path = typer.Option(None, "--out", "-o", help="Run directory (default: runs/<name>)."),
     force: bool = typer.Option(False, "--force", help="Write into --out even if it holds files."),
-    print_config: bool = typer.Option(False, "--print-config", help="Print the resolved config and exit."),
+    print_config: bool = typer.Option(False, "--print-config", help="Print the resolved config and exit: YAML "
+                                      "with each key's meaning and allowed values as comments (it loads back)."),
 ) -> None:
     """Train the one-layer softmax-attention model once and record its attention dynamics.
 
@@ -62,7 +64,7 @@ def run_command(
         config, overrides = split_config_and_overrides(config, overrides)
         cfg = load_config(config, overrides) if (config or overrides) else default_config()
         if print_config:
-            out.print(cfg.to_yaml(), end="", highlight=False, markup=False)
+            out.print(annotated_yaml(cfg), end="", highlight=False, markup=False, soft_wrap=True)
             return
         with progress_bar() as bar, sigterm_as_interrupt():
             task = bar.add_task("training", total=cfg.train.steps, info="")

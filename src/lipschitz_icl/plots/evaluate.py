@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure
 
 from ..evaluate import MODEL
-from ..store import atomic_write_bytes
-from . import colors, figure, plt
-from .style import tidy_log_axes
+from .files import save_png
+from .style import colors, new_figure
 
 ORACLE = "Bayes (Sigma)"  # knows the class's kernel and the feature ids: drawn dashed, as a reference
 FLOOR = 1e-6  # relative to the largest error of a panel
@@ -19,23 +17,14 @@ FLOOR = 1e-6  # relative to the largest error of a panel
 
 def evaluation_figure(table: pd.DataFrame, path: str | Path, title: str = "") -> Path:
     """The figure of ``draw_evaluation`` written as one PNG at ``path``."""
-    fig = draw_evaluation(table, title)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tidy_log_axes(fig)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    atomic_write_bytes(path, buf.getvalue())  # never half a figure on disk
-    plt.close(fig)
-    return path
+    return save_png(draw_evaluation(table, title), path)
 
 
 def draw_evaluation(table: pd.DataFrame, title: str = "") -> Figure:
     """Log-log error (with +-1 se bars) against n_context, one line per method and one panel per class;
     the model in black, the Bayes predictor dashed, contexts beyond the training N shaded."""
     classes = list(dict.fromkeys(table["class"]))
-    fig, axes = figure(len(classes), 1, width=4.2 + 2.4 / len(classes))
+    fig, axes = new_figure(len(classes), 1, width=4.2 + 2.4 / len(classes), height=3.2, layout=None)
     methods = [m for m in dict.fromkeys(table["method"]) if m != MODEL]
     cols = dict(zip(methods, colors(len(methods)), strict=True))
     for ax, cls in zip(axes[0], classes, strict=True):

@@ -1,8 +1,10 @@
-"""Shared pieces of the plotting API: a fresh Figure (no pyplot state), log axes whose tick
-labels never overlap, outcome colours, and the run/sweep inputs every function accepts."""
+"""Shared pieces of the plotting API: a fresh Figure (no pyplot state, shown inline by Jupyter),
+log axes whose tick labels never overlap, outcome colours, and the run/sweep inputs every function
+accepts. Nothing here touches matplotlib's global state (backend, rcParams, pyplot's figures)."""
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Iterable
 from pathlib import Path
@@ -17,6 +19,8 @@ from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, LogLocator
 from ..api import Run, load_run
 
 PANEL_SIZE = (4.6, 3.4)  # inches per panel
+DPI = 110  # dots per inch of every figure the toolkit makes, on screen and in its PNG files
+GRID = {"visible": True, "alpha": 0.3}  # every panel's grid, set per axes (never through rcParams)
 MAX_LOG_TICKS = 6  # labelled ticks on a log axis, at most
 # how each run status is drawn (phase diagram, sweep scatter plots)
 OUTCOME_COLORS = {
@@ -32,14 +36,31 @@ T1_STYLE = {"color": "tab:blue", "ls": ":", "lw": 1.2}  # T_1: end of the fast p
 TEPS_STYLE = {"color": "tab:red", "ls": "--", "lw": 1.2}  # T_eps: first step with loss <= eps
 
 
-def new_figure(ncols: int = 1, nrows: int = 1) -> tuple[Figure, np.ndarray]:
-    """A Figure with an Agg canvas and an (nrows, ncols) array of axes; pyplot is never used,
-    so nothing stays open in a global figure manager."""
-    fig = Figure(figsize=(PANEL_SIZE[0] * ncols, PANEL_SIZE[1] * nrows), layout="constrained")
-    FigureCanvasAgg(fig)
+class NotebookFigure(Figure):
+    """A matplotlib Figure on its own Agg canvas, outside pyplot's figure manager, that Jupyter shows
+    as a PNG when it is a cell's value (``_repr_png_``, or IPython's own Figure formatter where the
+    inline backend registered one). Nothing stays open after a script or a report drops it, and the
+    user's pyplot figures and backend are left as they are."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("dpi", DPI)
+        super().__init__(*args, **kwargs)
+        FigureCanvasAgg(self)
+
+    def _repr_png_(self) -> bytes:
+        buf = io.BytesIO()
+        self.savefig(buf, format="png", dpi=self.dpi, bbox_inches="tight")
+        return buf.getvalue()
+
+
+def new_figure(ncols: int = 1, nrows: int = 1, *, width: float = PANEL_SIZE[0], height: float = PANEL_SIZE[1],
+               layout: str | None = "constrained") -> tuple[NotebookFigure, np.ndarray]:
+    """A NotebookFigure (``width`` x ``height`` inches per panel) and its (nrows, ncols) array of axes,
+    each with the toolkit's grid; pyplot is never used, so nothing stays open in a global figure manager."""
+    fig = NotebookFigure(figsize=(width * ncols, height * nrows), layout=layout)
     axes = fig.subplots(nrows, ncols, squeeze=False)
     for ax in axes.flat:
-        ax.grid(True, alpha=0.3)
+        ax.grid(**GRID)
     return fig, axes
 
 

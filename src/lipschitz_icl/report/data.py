@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 
 from ..errors import UserInputError
 from ..experiments.claims import ClaimResult, claim_rank
+from ..plots.files import FOLD_KEY, png_notes
 from ..store import SUMMARY_FILE
 from .text import why_differs
 
@@ -77,12 +79,42 @@ def sorted_claims(claims: list[ClaimResult]) -> list[ClaimResult]:
     return sorted(claims, key=lambda c: claim_rank(c.id))
 
 
-def figure_owners(claims: list[ClaimResult]) -> dict[str, str]:
-    """Figure path -> the first claim (report order) that shows it; later claims refer to it."""
-    owners: dict[str, str] = {}
+def fold_note(out: Path, rel: str) -> str:
+    """For a figure ``plots.save`` laid out in fewer columns than drawn (to fit the page), the sentence that
+    says how its caption's positions map; else ''."""
+    try:
+        drawn, shown = png_notes((out / rel).read_bytes()).get(FOLD_KEY, "").split()
+    except (OSError, ValueError):
+        return ""
+    return (f"Laid out in {shown} columns to fit the page (drawn in rows of {drawn}): each row of {drawn} panels "
+            f"continues on the next row, so a caption's rows, left, middle and right mean the panels' order, row "
+            "by row. ")
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Where a figure is shown: the claim and the file (another path when two files hold the same bytes)."""
+
+    claim: str
+    figure: str
+
+
+def _figure_key(out: Path | None, rel: str) -> str:
+    """A figure's identity: the sha256 of its bytes (two paths with the same PNG are one figure), else its path."""
+    try:
+        return hashlib.sha256((out / rel).read_bytes()).hexdigest() if out is not None else rel
+    except OSError:
+        return rel
+
+
+def figure_owners(claims: list[ClaimResult], out: Path | None = None) -> dict[str, Owner]:
+    """Figure path -> where it is shown: the first claim (report order) that has it, or a file with the
+    same bytes under ``out``; later claims refer to it."""
+    first: dict[str, Owner] = {}
+    owners: dict[str, Owner] = {}
     for c in sorted_claims(claims):
         for f in c.figures:
-            owners.setdefault(f, c.id)
+            owners.setdefault(f, first.setdefault(_figure_key(out, f), Owner(c.id, f)))
     return owners
 
 

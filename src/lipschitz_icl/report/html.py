@@ -1,7 +1,9 @@
-"""report.html, self-contained (figures embedded): the claims table with verdicts and forced flags,
-then per claim the reason, the criterion, the statistic as a table (raw JSON folded), figures with
-captions (each embedded once, referred to after), warning badges on runs that ended at step 0 or
-were interrupted, the previous run's verdict (``--compare-with``), run information and every config.
+"""report.html, self-contained (figures embedded): the claims table with verdicts (a forced outcome in
+its own colour and word), then per claim the reason (the deciding quantities and their thresholds
+first), the criterion, the statistic (deciding quantities, other values, per-run dumps folded, raw JSON
+folded), figures at their natural size with captions, each linked to its files (a figure, by its bytes,
+embedded once and referred to after), warning badges on runs that ended at step 0 or were interrupted,
+the previous run's verdict (``--compare-with``), run information and every config.
 
 Every string that comes from a user or a run (config values, notes, errors) is HTML-escaped."""
 
@@ -14,13 +16,13 @@ from pathlib import Path
 
 from ..experiments.claims import ClaimResult
 from ..store import atomic_write_text
-from .data import Comparison, figure_owners, run_warnings, sorted_claims
+from .data import Comparison, Owner, figure_owners, fold_note, run_warnings, sorted_claims
+from .statistic import layout
 from .text import (
     COMPARISONS_INTRO,
     MAX_ROWS,
     caption,
     comparison_warnings,
-    flatten,
     provenance,
     reason,
     sessions_rows,
@@ -28,55 +30,96 @@ from .text import (
 )
 
 VERDICT_COLOURS = {"supported": "#1a7f37", "not supported": "#cf222e", "inconclusive": "#9a6700"}
-STYLE = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
-table{border-collapse:collapse;width:100%;font-size:0.9em}td,th{border:1px solid #ccc;padding:4px 6px;
-vertical-align:top}th{background:#f3f3f3}img{max-width:100%;width:820px;border:1px solid #eee;margin:0.5em 0 0}
-table.stat{width:auto;min-width:40%}table.stat td:last-child{font-family:monospace;text-align:right}
-pre{background:#f6f8fa;padding:0.6em;overflow-x:auto;font-size:0.8em;max-height:24em}
-figcaption{font-size:0.85em;color:#444;margin-bottom:1em}.why{background:#f6f8fa;padding:0.6em 0.8em;
-border-left:4px solid #888}.small{font-size:0.8em;color:#555}blockquote{color:#444;border-left:3px solid #ccc;
-margin-left:0;padding-left:1em}.badge{display:inline-block;font-size:0.7em;padding:1px 7px;border-radius:9px;
-margin-left:6px;vertical-align:middle;font-weight:bold}.forced{background:#ddf4ff;color:#0550ae}
-.warn{background:#fff8c5;color:#7d4e00;border:1px solid #d4a72c}"""
+FORCED_COLOUR = "#8250df"  # a forced outcome is not evidence: never the green of a supported claim
+PROSE_WIDTH = "72em"  # text, tables and folds; figures may use the whole width of the window
+STYLE = f"""body{{font-family:system-ui,sans-serif;margin:2em auto;padding:0 16px;color:#222}}
+h1,h2,h3,p,blockquote,table,details,ul{{max-width:{PROSE_WIDTH}}}
+table{{border-collapse:collapse;width:100%;font-size:0.9em}}td,th{{border:1px solid #ccc;padding:4px 6px;
+vertical-align:top}}th{{background:#f3f3f3;text-align:left}}figure{{margin:0.8em 0 0}}
+figure img{{max-width:100%;height:auto;border:1px solid #eee;display:block}}
+table.stat{{width:auto;min-width:40%}}table.stat td:nth-child(2){{font-family:monospace;text-align:right}}
+table.decide td:nth-child(2){{font-weight:bold}}
+pre{{background:#f6f8fa;padding:0.6em;overflow-x:auto;font-size:0.8em;max-height:24em;max-width:{PROSE_WIDTH}}}
+figcaption{{font-size:0.85em;color:#444;margin-bottom:1em;max-width:{PROSE_WIDTH}}}.why{{background:#f6f8fa;
+padding:0.6em 0.8em;border-left:4px solid #888}}.small{{font-size:0.8em;color:#555}}blockquote{{color:#444;
+border-left:3px solid #ccc;margin-left:0;padding-left:1em}}.badge{{display:inline-block;font-size:0.7em;
+padding:1px 7px;border-radius:9px;margin-left:6px;vertical-align:middle;font-weight:bold}}
+.forced{{color:{FORCED_COLOUR};font-weight:bold}}table.decide td:nth-child(2){{white-space:nowrap}}
+.warn{{background:#fff8c5;color:#7d4e00;border:1px solid #d4a72c}}"""
 
 
 def _verdict(c: ClaimResult) -> str:
+    """The verdict word in its colour; a forced outcome in its own colour and word, never as evidence."""
+    if c.forced:
+        return (f'<span class="forced" title="{e(c.forced_reason)}">forced</span>'
+                f' <span class="small">(outcome {e(c.verdict)}; not evidence)</span>')
     colour = VERDICT_COLOURS.get(c.verdict, "#555")
-    forced = f'<span class="badge forced" title="{e(c.forced_reason)}">forced</span>' if c.forced else ""
-    return f'<span style="color:{colour};font-weight:bold">{e(c.verdict)}</span>{forced}'
+    return f'<span style="color:{colour};font-weight:bold">{e(c.verdict)}</span>'
+
+
+def png_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) in pixels from a PNG's header, or None when ``data`` is not a PNG."""
+    if len(data) < 24 or data[:8] != b"\x89PNG\r\n\x1a\n":
+        return None
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
 
 
 def _img(out: Path, rel: str) -> str:
+    """The PNG embedded at its natural size (no wider than the window), linked to its file, with the
+    PDF and SVG beside it where they exist."""
     p = out / rel
     if not p.is_file():
         return f"<p><em>figure missing: {e(rel)}</em></p>"
-    data = base64.b64encode(p.read_bytes()).decode("ascii")
-    return f'<img alt="{e(rel)}" src="data:image/png;base64,{data}">'
+    data = p.read_bytes()
+    size = png_size(data)
+    dims = f' width="{size[0]}" height="{size[1]}"' if size else ""
+    img = f'<img alt="{e(rel)}"{dims} src="data:image/png;base64,{base64.b64encode(data).decode("ascii")}">'
+    files = [(ext.upper(), str(Path(rel).with_suffix(f".{ext}"))) for ext in ("png", "pdf", "svg")
+             if (out / Path(rel).with_suffix(f".{ext}")).is_file()]
+    links = " · ".join(f'<a href="{e(path)}">{name}</a>' for name, path in files)
+    return (f'<a href="{e(rel)}" title="open {e(Path(rel).name)} at full size">{img}</a>'
+            f'<span class="small">Full size: {links}</span>')
 
 
-def _figures(out: Path, c: ClaimResult, owners: dict[str, str]) -> str:
+def _figures(out: Path, c: ClaimResult, owners: dict[str, Owner]) -> str:
     parts = []
     for f in c.figures:
-        owner = owners.get(f, c.id)
-        if owner == c.id:
-            parts.append(f"<figure>{_img(out, f)}<figcaption>{e(caption(c, f))}</figcaption></figure>")
+        owner = owners.get(f, Owner(c.id, f))
+        if owner == Owner(c.id, f):
+            said = fold_note(out, f) + caption(c, f)
+            parts.append(f"<figure>{_img(out, f)}<figcaption>{e(said)}</figcaption></figure>")
         else:
-            parts.append(f'<p class=small>Figure <code>{e(Path(f).name)}</code>: shown under '
-                         f'<a href="#{e(owner)}">{e(owner)}</a>.</p>')
+            same = f" (the same figure as <code>{e(Path(owner.figure).name)}</code>)" if owner.figure != f else ""
+            parts.append(f'<p class=small>Figure <code>{e(Path(f).name)}</code>{same}: shown under '
+                         f'<a href="#{e(owner.claim)}">{e(owner.claim)}</a>.</p>')
     return "".join(parts)
 
 
+def _rows(rows: list[tuple[str, ...]]) -> str:
+    return "".join("<tr>" + "".join(f"<td>{e(cell)}</td>" for cell in row) + "</tr>" for row in rows)
+
+
 def _statistic(c: ClaimResult) -> str:
-    rows = flatten(c.statistic)
-    body = "".join(f"<tr><td>{e(k)}</td><td>{e(v)}</td></tr>" for k, v in rows[:MAX_ROWS])
-    if len(rows) > MAX_ROWS:
-        body += f"<tr><td>…</td><td>{len(rows) - MAX_ROWS} more in the raw JSON</td></tr>"
+    """The deciding quantities with their thresholds, the other values, each per-run dump in a fold, the raw JSON."""
+    lay = layout(c)
+    parts = []
+    if lay.deciding:
+        parts.append('<table class="stat decide"><tr><th>deciding quantity</th><th>value</th>'
+                     f"<th>threshold (from the criterion)</th></tr>{_rows(lay.deciding)}</table>")
+    if lay.rows:
+        more = (f"<tr><td>…</td><td>{len(lay.rows) - MAX_ROWS} more in the raw JSON</td></tr>"
+                if len(lay.rows) > MAX_ROWS else "")
+        head = "other measured values" if lay.deciding else "quantity"
+        parts.append(f'<table class="stat"><tr><th>{head}</th><th>value</th></tr>{_rows(lay.rows[:MAX_ROWS])}{more}'
+                     "</table>")
+    for key, rows in lay.folds:
+        parts.append(f"<details><summary>{e(key)}: {len(rows)} values</summary><table class=\"stat\">"
+                     f"{_rows(rows[:MAX_ROWS])}</table></details>")
     raw = e(json.dumps(c.statistic, indent=1, default=str))
-    return (f'<table class="stat"><tr><th>quantity</th><th>value</th></tr>{body}</table>'
-            f"<details><summary>raw statistic (JSON)</summary><pre>{raw}</pre></details>")
+    return "".join(parts) + f"<details><summary>raw statistic (JSON)</summary><pre>{raw}</pre></details>"
 
 
-def _section(out: Path, c: ClaimResult, meta: dict, owners: dict[str, str], cmp: Comparison | None) -> str:
+def _section(out: Path, c: ClaimResult, meta: dict, owners: dict[str, Owner], cmp: Comparison | None) -> str:
     warnings = run_warnings(out, c.runs)
     badge = (f'<span class="badge warn" title="{e("; ".join(warnings))}">⚠ {len(warnings)} run(s) ended at step 0 '
              "or were interrupted</span>" if warnings else "")
@@ -116,7 +159,7 @@ def _claims_table(claims: list[ClaimResult], meta: dict, cmp: Comparison | None)
     return f"<table>{head}</tr>{''.join(rows)}</table>"
 
 
-def _comparison(out: Path, c: ClaimResult, owners: dict[str, str]) -> str:
+def _comparison(out: Path, c: ClaimResult, owners: dict[str, Owner]) -> str:
     failed = (f"<p><b>Failed.</b> {e(str(c.statistic.get('error', '?')))}</p>"
               if c.criterion == "(experiment failed)" else "")
     warns = "".join(f'<p><span class="badge warn">⚠</span> {e(w)}</p>' for w in comparison_warnings(c))
@@ -130,14 +173,14 @@ def _comparison(out: Path, c: ClaimResult, owners: dict[str, str]) -> str:
 def _comparisons(out: Path, comparisons: list[ClaimResult]) -> str:
     if not comparisons:
         return ""
-    owners = figure_owners(comparisons)
+    owners = figure_owners(comparisons, out)
     return (f"<h2>Comparisons with baselines</h2><p>{e(COMPARISONS_INTRO)}</p>"
             + "".join(_comparison(out, c, owners) for c in comparisons))
 
 
 def write_report_html(out: Path, claims: list[ClaimResult], meta: dict, configs: dict[str, str], *,
                       compare: Comparison | None = None, comparisons: list[ClaimResult] | None = None) -> Path:
-    owners = figure_owners(claims)
+    owners = figure_owners(claims, out)
     sections = "".join(_section(out, c, meta, owners, compare) for c in sorted_claims(claims))
     sections += _comparisons(out, comparisons or [])
     cfg_html = "".join(f"<details><summary>{e(name)}</summary><pre>{e(text)}</pre></details>"

@@ -9,7 +9,9 @@ from pathlib import Path
 
 from ..experiments.claims import VERDICTS, ClaimResult
 from ..store import atomic_write_text
-from .data import Comparison, figure_owners, run_warnings, sorted_claims
+from .data import Comparison, Owner, figure_owners, fold_note, run_warnings, sorted_claims
+from .deciding import deciding
+from .statistic import layout
 from .text import (
     COMPARISONS_INTRO,
     MAX_ROWS,
@@ -24,23 +26,38 @@ from .text import (
 )
 
 
+def verdict_md(c: ClaimResult) -> str:
+    """The verdict in markdown: a forced outcome says so first (it is not evidence)."""
+    return f"**forced** (outcome {c.verdict}; not evidence)" if c.forced else f"**{c.verdict}**"
+
+
 def claims_table_md(claims: list[ClaimResult], link_root: str = "") -> str:
     lines = ["| claim | verdict | statistic (abridged) | figure |", "|---|---|---|---|"]
     for c in sorted_claims(claims):
         fig = f"[{Path(c.figures[0]).name}]({link_root}{c.figures[0]})" if c.figures else ""
-        forced = " (forced)" if c.forced else ""
-        lines.append(f"| {c.id} | **{c.verdict}**{forced} | {_abridge(c)} | {fig} |")
+        lines.append(f"| {c.id} | {verdict_md(c)} | {_abridge(c)} | {fig} |")
     return "\n".join(lines)
 
 
 def _abridge(c: ClaimResult, limit: int = 160) -> str:
-    """The statistic's rows, those its criterion names first (``ranked_rows``), cut at ``limit``."""
+    """The deciding quantities, then the statistic's other rows (those its criterion names first), as
+    ``name=value`` items up to ``limit`` characters; an item is never cut (a longer first one is kept
+    whole), and the count of those left out closes the cell."""
     def name(key: str) -> str:  # a › b › c as a[b][c]
         head, *rest = key.split(" › ")
         return head + "".join(f"[{part}]" for part in rest)
 
-    text = ", ".join(f"{name(k)}={v}" for k, v in ranked_rows(c.statistic, c.criterion))
-    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    decided = [row for q, value, _ in deciding(c) for row in flatten({q: value})]
+    names = {k for k, _ in decided}
+    rows = decided + [(k, v) for k, v in ranked_rows(c.statistic, c.criterion) if k not in names]
+    items = [f"{name(k)}={v}" for k, v in rows]
+    shown: list[str] = []
+    for item in items:
+        if shown and len(", ".join([*shown, item])) > limit:
+            break
+        shown.append(item)
+    left = len(items) - len(shown)
+    text = ", ".join(shown) + (f" … ({left} more)" if left else "")
     return text.replace("|", "\\|")
 
 
@@ -58,32 +75,48 @@ def _compare_md(claims: list[ClaimResult], meta: dict, cmp: Comparison) -> list[
     return [*lines, ""]
 
 
+def _table_md(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
+            *["| " + " | ".join(_cell(x) for x in row) + " |" for row in rows]]
+
+
 def _statistic_md(c: ClaimResult) -> list[str]:
-    rows = flatten(c.statistic)
-    lines = ["| quantity | value |", "|---|---|", *[f"| {_cell(k)} | {_cell(v)} |" for k, v in rows[:MAX_ROWS]]]
-    if len(rows) > MAX_ROWS:
-        lines.append(f"| … | {len(rows) - MAX_ROWS} more in the raw JSON |")
+    """The deciding quantities with their thresholds, the other values, each per-run dump folded, the raw JSON."""
+    lay = layout(c)
+    lines: list[str] = []
+    if lay.deciding:
+        lines += [*_table_md(("deciding quantity", "value", "threshold (from the criterion)"), lay.deciding), ""]
+    if lay.rows:
+        lines += _table_md(("other measured values" if lay.deciding else "quantity", "value"), lay.rows[:MAX_ROWS])
+        if len(lay.rows) > MAX_ROWS:
+            lines.append(f"| … | {len(lay.rows) - MAX_ROWS} more in the raw JSON |")
+        lines.append("")
+    for key, rows in lay.folds:
+        lines += [f"<details><summary>{key}: {len(rows)} values</summary>", "",
+                  *_table_md(("quantity", "value"), rows[:MAX_ROWS]), "", "</details>", ""]
     raw = json.dumps(c.statistic, indent=1, default=str)
-    return [*lines, "", "<details><summary>raw statistic (JSON)</summary>", "", "```json", raw, "```", "",
+    return [*lines, "<details><summary>raw statistic (JSON)</summary>", "", "```json", raw, "```", "",
             "</details>", ""]
 
 
-def _figures_md(c: ClaimResult, owners: dict[str, str]) -> list[str]:
+def _figures_md(out: Path, c: ClaimResult, owners: dict[str, Owner]) -> list[str]:
     lines = []
     for f in c.figures:
-        if owners.get(f, c.id) == c.id:
-            lines += [f"![{c.id}: {Path(f).name}]({f})", "", f"*{caption(c, f)}*", ""]
+        owner = owners.get(f, Owner(c.id, f))
+        if owner == Owner(c.id, f):
+            lines += [f"[![{c.id}: {Path(f).name}]({f})]({f})", "", f"*{fold_note(out, f)}{caption(c, f)}*", ""]
         else:
-            lines += [f"Figure `{Path(f).name}`: shown under [{owners[f]}](#{owners[f]}).", ""]
+            same = f" (the same figure as `{Path(owner.figure).name}`)" if owner.figure != f else ""
+            lines += [f"Figure `{Path(f).name}`{same}: shown under [{owner.claim}](#{owner.claim}).", ""]
     return lines
 
 
-def _claim_md(out: Path, c: ClaimResult, meta: dict, owners: dict[str, str], cmp: Comparison | None) -> list[str]:
+def _claim_md(out: Path, c: ClaimResult, meta: dict, owners: dict[str, Owner], cmp: Comparison | None) -> list[str]:
     warnings = run_warnings(out, c.runs)
-    flags = (" · **forced**" if c.forced else "") + (f" · ⚠ {len(warnings)} run(s) need care" if warnings else "")
-    parts = [f'<a id="{c.id}"></a>', "", f"## {c.id} — {c.verdict}{flags}", "", f"> {c.statement}", "",
+    flags = f" · ⚠ {len(warnings)} run(s) need care" if warnings else ""
+    parts = [f'<a id="{c.id}"></a>', "", f"## {c.id} — {verdict_md(c)}{flags}", "", f"> {c.statement}", "",
              f"**Why.** {reason(c, warnings)}", "", f"**Criterion.** {c.criterion}", "", "**Statistic.**", "",
-             *_statistic_md(c), *_figures_md(c, owners)]
+             *_statistic_md(c), *_figures_md(out, c, owners)]
     if warnings:
         parts += ["**⚠ Runs that ended at step 0 or did not end normally.**", "", *[f"- `{w}`" for w in warnings], ""]
     if cmp is not None:
@@ -101,7 +134,7 @@ def _footer_md(c: ClaimResult) -> str:
     return f"Experiment `{c.experiment}`, {c.wall_s:.1f} s, {said}{links}."
 
 
-def _comparison_md(out: Path, c: ClaimResult, owners: dict[str, str]) -> list[str]:
+def _comparison_md(out: Path, c: ClaimResult, owners: dict[str, Owner]) -> list[str]:
     warnings = run_warnings(out, c.runs)
     parts = [f'<a id="{c.id}"></a>', "", f"### {c.id}", "", f"> {c.statement}", ""]
     if c.criterion == "(experiment failed)":
@@ -112,7 +145,7 @@ def _comparison_md(out: Path, c: ClaimResult, owners: dict[str, str]) -> list[st
     if data:
         parts += [f"**Data.** [{data}]({data}) (one row per context length, method and class; "
                   "`pandas.read_csv` loads it).", ""]
-    parts += ["**Numbers.**", "", *_statistic_md(c), *_figures_md(c, owners)]
+    parts += ["**Numbers.**", "", *_statistic_md(c), *_figures_md(out, c, owners)]
     if warnings:
         parts += ["**⚠ Runs that ended at step 0 or did not end normally.**", "", *[f"- `{w}`" for w in warnings], ""]
     return [*parts, _footer_md(c), ""]
@@ -122,7 +155,7 @@ def comparisons_md(out: Path, comparisons: list[ClaimResult]) -> list[str]:
     """The section "Comparisons with baselines", after the claims (nothing when there are none)."""
     if not comparisons:
         return []
-    owners = figure_owners(comparisons)
+    owners = figure_owners(comparisons, out)
     parts = ["## Comparisons with baselines", "", COMPARISONS_INTRO, ""]
     for c in comparisons:
         parts += _comparison_md(out, c, owners)
@@ -148,7 +181,7 @@ def write_report_md(out: Path, claims: list[ClaimResult], meta: dict, compare: C
     parts += [claims_table_md(claims), ""]
     if compare is not None:
         parts += _compare_md(claims, meta, compare)
-    owners = figure_owners(claims)
+    owners = figure_owners(claims, out)
     for c in sorted_claims(claims):
         parts += _claim_md(out, c, meta, owners, compare)
     parts += comparisons_md(out, comparisons or [])

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..experiments.claims import NOT_SUPPORTED, SUPPORTED, ClaimResult
+from .deciding import deciding
 
 MAX_ROWS = 60  # statistic rows shown in a table; the raw JSON holds the rest
 MAX_ITEMS = 12  # items of a list shown inline
@@ -85,9 +86,24 @@ def ranked_rows(stat: dict[str, Any], criterion: str = "") -> list[tuple[str, st
 
 
 def headline(stat: dict[str, Any], limit: int = 4, criterion: str = "") -> str:
-    rows = ranked_rows(stat, criterion)
-    shown = "; ".join(f"{k} = {v}" for k, v in rows[:limit])
-    return shown + (f" (and {len(rows) - limit} more)" if len(rows) > limit else "")
+    """The first ``limit`` rows of ``ranked_rows`` as ``name = value; ...``."""
+    return "; ".join(f"{k} = {v}" for k, v in ranked_rows(stat, criterion)[:limit])
+
+
+def compact(value: Any) -> str:
+    """A value on one line: a mapping as ``key: value, ...`` (nested ones in parentheses), a list in
+    brackets, a number by ``fmt``."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: ({compact(v)})" if isinstance(v, dict) else f"{k}: {compact(v)}"
+                         for k, v in value.items()) or "{}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(compact(v) for v in value) + "]"
+    return fmt(value)
+
+
+def decided_by(c: ClaimResult) -> str:
+    """The deciding quantities with their values and thresholds: ``name = value (rule); ...``."""
+    return "; ".join(f"{name} = {compact(value)} ({rule})" for name, value, rule in deciding(c))
 
 
 def is_interrupted(c: ClaimResult) -> bool:
@@ -98,16 +114,16 @@ def reason(c: ClaimResult, warnings: list[str] | None = None) -> str:
     """One paragraph saying, in plain words, why the claim got its verdict."""
     if is_interrupted(c):
         return ("No verdict: the experiment was interrupted (Ctrl-C or SIGTERM) before it finished, so the claim "
-                "is inconclusive by rule. Run the same command again (or add --resume) to finish it.")
+                "is inconclusive by rule. Run the same command again (or add --resume; from Python, reproduce(..., "
+                "resume=True)) to finish it.")
     if c.criterion == "(experiment failed)":
         return (f"No verdict: the experiment raised an error ({c.statistic.get('error', '?')}), so the claim is "
                 "inconclusive by rule; the traceback is in the notes.")
-    parts = [_verdict_sentence(c)]
+    parts = [f"Forced, not evidence: {c.forced_reason or 'no reason recorded'}. The outcome ({c.verdict}) could "
+             "not have come out otherwise on this data."] if c.forced else []
+    parts.append(_verdict_sentence(c))
     if "ended interrupted or failed" in c.notes:
         parts.append("The verdict was set to inconclusive because some of its runs ended interrupted or failed.")
-    if c.forced:
-        parts.append(f"The outcome is forced, not evidence: {c.forced_reason or 'no reason recorded'}. It could "
-                     "not have come out otherwise on this data.")
     if c.censored:
         parts.append(f"{c.censored} run(s) are censored (they did not reach their target within the step budget); "
                      "they are counted, not dropped, and a verdict resting on them is weaker.")
@@ -128,6 +144,12 @@ def _at(v: Any, i: int) -> Any:
 
 
 def _verdict_sentence(c: ClaimResult) -> str:
+    decided = decided_by(c)
+    if decided:
+        word = {SUPPORTED: "Supported", NOT_SUPPORTED: "Not supported"}.get(c.verdict, "Inconclusive")
+        tail = (f" What would decide it: {c.undecided_because}." if c.verdict not in (SUPPORTED, NOT_SUPPORTED)
+                and c.undecided_because else "")
+        return f"{word}. Decided by {decided}.{tail}"
     measured = headline(c.statistic, criterion=c.criterion) or "nothing"
     if c.verdict == SUPPORTED:
         return (f"Supported: the measured statistic ({measured}) meets the criterion's condition for support and "
