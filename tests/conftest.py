@@ -1,3 +1,4 @@
+import site
 import sys
 from pathlib import Path
 
@@ -55,5 +56,15 @@ def isolated_registry():
         table.update(copy)
     claims.PAPER_ORDER[:] = order
     for name in set(sys.modules) - modules:
-        if not name.startswith("lipschitz_icl"):
+        if not name.startswith("lipschitz_icl") and _is_plugin(sys.modules.get(name)):
             sys.modules.pop(name, None)
+
+
+_INSTALLED = tuple(str(Path(p).resolve()) for p in {sys.prefix, sys.base_prefix, *site.getsitepackages()})
+
+
+def _is_plugin(module) -> bool:
+    """A module a test's plugin brought in (a file outside the Python installation), not a library's own
+    submodule loaded lazily on the way (torch's: importing those twice fails)."""
+    file = getattr(module, "__file__", None)
+    return bool(file) and not str(Path(file).resolve()).startswith(_INSTALLED)

@@ -123,7 +123,10 @@ def workspace(tmp_path_factory):
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=[f"README.md:{b.line}" for b in BLOCKS])
-def test_readme_block_runs(block: Block, workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_readme_block_runs(block: Block, workspace: Path, monkeypatch: pytest.MonkeyPatch,
+                           isolated_registry: None) -> None:
+    """Each block runs; a paper or claim its Python registers is gone after it (the README's plugin example
+    would otherwise stay in the suites that later tests list)."""
     kind, argument = block.marker or ("", "")
     if kind == "skip":
         pytest.skip(argument or "marked skip")
