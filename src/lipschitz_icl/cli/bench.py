@@ -73,8 +73,8 @@ def bench_command(
     json_path: Path = typer.Option(None, "--json", "--out", "-o",
                                    help="Write the JSON report (machine, versions, every row and target) here."),
     only: list[str] = typer.Option(None, "--only", help="Run only this section (repeatable): step_time, "
-                                   "step_floor, scaling, memory, batched, sweep_batched, evaluate, reproduce, "
-                                   "sweep."),
+                                   "step_floor, scaling, memory, batched, sweep_batched, sweep_scale, evaluate, "
+                                   "reproduce, sweep."),
     threads: int = typer.Option(1, "--threads", help="torch threads for the run (0: torch's default)."),
     extra: list[str] = typer.Option(None, "--extra", help="Add a section FILE:FUNCTION, FUNCTION(quick) -> dict."),
     markdown: bool = typer.Option(None, "--markdown/--rich", help="Tables as markdown or as rich tables "
