@@ -9,9 +9,12 @@ up to 300 steps, eps = 1e-3 (absolute), L = logspace(-0.5, 1) and eta = logspace
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import math
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -24,10 +27,22 @@ from ..anchor_vmap import AnchorRun, AnchorSetting, step_flops, train_anchor
 from ..common import REPO_ROOT
 from ..registry import Size, Target, register
 
+# the compiled anchor where JAX is installed (the optional extra "bench"), else torch.func.vmap; JAX (about a
+# second) is imported when the section runs, never when the CLI starts (every command imports the bench registry)
+HAS_JAX = importlib.util.find_spec("jax") is not None
+
 # final losses agree when they differ by at most this times max(|loss|, eps): below eps the anchor's a - e_k
 # cancels (a loss of 1e-19 after one step at eta L^2 = 3000), where the toolkit's closed form computes 1 - a_kk
 AGREEMENT = 1e-8
-KEYS = ["task.L", "train.lr", "seed"]
+ANCHORS = {"torch": "torch.func.vmap(grad_and_value) over the runs, one torch thread",
+           "jax": "JAX vmap(value_and_grad) in one jit-compiled while_loop, float64, its compilation included"}
+
+
+def anchor_trainer(use_jax: bool = HAS_JAX) -> tuple[str, Callable[[list[AnchorRun], AnchorSetting], list[dict]]]:
+    """The anchor's name and its training function: JAX's where it is installed, else torch.func's."""
+    if use_jax:
+        return "jax", importlib.import_module("lipschitz_icl.bench.anchor_jax").train_anchor_jax
+    return "torch", train_anchor
 
 
 def _grid(size: Size) -> tuple[int, int, int]:
@@ -82,10 +97,11 @@ def sweep_scale(size: Size) -> dict:
         rows = run_sweep(spec, Path(tmp) / "sweep", workers=1 if size.tiny else None)  # tests: no Dask cluster
         t_sweep = time.perf_counter() - t0
     runs = [AnchorRun(float(r["task.L"]), float(r["train.lr"]), int(r["seed"])) for _, r in rows.iterrows()]
+    name, train = anchor_trainer()
     t0 = time.perf_counter()
     with single_threaded_torch():
-        anchor = train_anchor(runs, setting)
-    t_anchor = time.perf_counter() - t0
+        anchor = train(runs, setting)
+    t_anchor = time.perf_counter() - t0  # JAX: its compilation included, as a script pays it
     differ, worst = agreement(rows, anchor, runs, setting.eps)
     steps = int(rows["steps"].sum() + len(rows))  # loss evaluations: every update and the last step
     t_floor = steps * step_flops(setting) / dgemm_rate()
@@ -107,6 +123,6 @@ def sweep_scale(size: Size) -> dict:
         ],
         "notes": ["sweep: `run_sweep` with its defaults (workers = cores, --batch 32, params written; --tiny: one "
                   "worker), end to end; "
-                  f"anchor: torch.func.vmap(grad_and_value) over the runs, one torch thread, no files; floor: "
+                  f"anchor: {ANCHORS[name]}, no files; floor: "
                   f"{step_flops(setting):.0f} flops per run-step at the measured dgemm rate"],
     }
