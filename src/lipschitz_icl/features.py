@@ -163,10 +163,21 @@ def _checked_array(arr: np.ndarray, path: str | Path) -> np.ndarray:
     return arr
 
 
-def read_file_section(data: dict) -> tuple[dict, np.ndarray]:
+def read_file_section(data: dict, cache: FeatureFiles | None = None) -> tuple[dict, np.ndarray]:
     """A ``features`` section of kind=file with its path resolved (so no later process resolves it
     against another working directory), K and d read off the file and ``file_sha256`` set to the
-    digest of its bytes, and the file's numbers. A ``file_sha256`` already given must match."""
+    digest of its bytes, and the file's numbers. A ``file_sha256`` already given must match.
+    ``cache`` (a sweep's): a file read before under the same path and digest is not read again."""
+    key = (data["path"], data.get("file_sha256"))
+    if cache is not None and key in cache:
+        return cache[key]
+    section, arr = _read_file_section(data)
+    if cache is not None:
+        cache[key] = cache[(section["path"], section["file_sha256"])] = (section, arr)
+    return section, arr
+
+
+def _read_file_section(data: dict) -> tuple[dict, np.ndarray]:
     path = _resolved(data["path"])
     arr, digest = read_feature_file(path)
     for key, val in (("K", arr.shape[0]), ("d", arr.shape[1])):
@@ -176,6 +187,19 @@ def read_file_section(data: dict) -> tuple[dict, np.ndarray]:
         raise ConfigError("features.path", f"{data['path']}: its content changed since the config was resolved "
                           f"(sha256 {digest[:12]}..., expected {str(data['file_sha256'])[:12]}...)")
     return {**data, "path": path, "K": arr.shape[0], "d": arr.shape[1], "file_sha256": digest}, arr
+
+
+FeatureFiles = dict[tuple[str, str | None], tuple[dict, np.ndarray]]  # (path, sha256) -> (section, numbers)
+
+
+def anchor_feature_path(data: dict, folder: Path | None) -> None:
+    """A relative ``features.path`` written in a config file names a file beside that config: made relative
+    to ``folder`` (the file's), not to the working directory. Overrides on the command line stay relative to
+    the working directory. ``folder`` None (no config file): nothing changes."""
+    section = data.get("features")
+    path = section.get("path") if isinstance(section, dict) and folder is not None else None
+    if isinstance(path, str) and path and "\0" not in path and not Path(path).expanduser().is_absolute():
+        section["path"] = str(folder / path)
 
 
 def _resolved(path: str) -> str:
