@@ -76,7 +76,7 @@ def _npy_header(fh) -> tuple[tuple[int, ...], np.dtype]:
     version = np.lib.format.read_magic(fh)
     if version == (1, 0):
         shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
-    elif version == (2, 0):
+    elif version in ((2, 0), (3, 0)):  # 3.0 is 2.0 with a UTF-8 header (field names); read alike
         shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
     else:
         raise ValueError(f"unsupported .npy format version {version}")
@@ -92,8 +92,9 @@ def _read_npy(p: Path, path: str | Path) -> tuple[np.ndarray, bytes]:
             raise ConfigError(field, f"{path}: holds pickled objects, which are refused")
         if int(np.prod(shape, dtype=np.float64)) > MAX_FILE_ELEMENTS:
             raise ConfigError(field, f"{path}: shape {shape} is too large (at most {MAX_FILE_ELEMENTS} numbers)")
+        header_end = fh.tell()  # headers may be longer than 256 bytes (padded, or many fields)
         fh.seek(0)
-        raw = fh.read(fh.tell() + 256 + int(np.prod(shape, dtype=np.float64)) * dtype.itemsize)
+        raw = fh.read(header_end + int(np.prod(shape, dtype=np.float64)) * dtype.itemsize)
     buffer = io.BytesIO(raw)
     return np.load(buffer, allow_pickle=False), raw
 
@@ -107,7 +108,7 @@ def _read_csv(p: Path, path: str | Path) -> tuple[np.ndarray, bytes]:
     numbers = sum(len(line.split(b",")) for line in raw.splitlines() if line.strip())  # an upper bound
     if numbers > MAX_FILE_ELEMENTS:
         raise ConfigError(field, f"{path}: holds about {numbers} numbers (at most {MAX_FILE_ELEMENTS})")
-    text = raw.decode("utf-8")
+    text = raw.decode("utf-8-sig")  # a byte-order mark (spreadsheets write one) is not a number
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # an empty file is reported below, by shape
         return np.loadtxt(io.StringIO(text), delimiter=",", dtype=np.float64, ndmin=2), raw

@@ -87,13 +87,13 @@ class Index:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         try:
-            self._open()
+            self._prepare()
         except sqlite3.DatabaseError as e:  # not SQLite, truncated, another schema: bad input naming the file
             self.db.close()
             raise UserInputError(f"{self.path}: cannot be used as a sweep index ({one_line_error(e)}); move it "
                                  "away or use another --out") from None
 
-    def _open(self) -> None:
+    def _prepare(self) -> None:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         cols = ", ".join(f"{name} {kind}" for name, kind, _ in COLUMNS)
