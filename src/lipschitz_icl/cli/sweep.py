@@ -19,6 +19,7 @@ from typer.core import TyperGroup
 from ..errors import UserInputError
 from ..store import atomic_write_bytes, atomic_write_text
 from ..sweep import is_running, load_index, load_sweep, run_sweep
+from ..sweep.dask_backend import SchedulerLost
 from .common import err, fail, one_line, out, progress_bar, sigterm_as_interrupt, user_errors
 
 
@@ -93,6 +94,9 @@ def run_command(
                 raise typer.Exit(130) from None
             except OSError as e:
                 fail(f"cannot write the sweep: {e}", 1)
+            except SchedulerLost as e:
+                fail(f"--scheduler {scheduler}: {e}; the runs recorded are kept in {target}: run the same command "
+                     "to resume", 1)
     elapsed = time.perf_counter() - start
     counts = rows["status"].value_counts().to_dict()
     shown = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
