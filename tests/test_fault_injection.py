@@ -16,6 +16,7 @@ from lipschitz_icl.cli import app
 from lipschitz_icl.errors import UserInputError
 from lipschitz_icl.sweep import Index, load_index, load_sweep, run_sweep
 from lipschitz_icl.sweep import execute as sweep_execute
+from lipschitz_icl.sweep.index import check_run_names
 
 runner = CliRunner()
 TINY = {"train": {"steps": 4, "log_every": 2}, "engine": {"draws": 8}, "eval": {"functions": 8}}
@@ -36,7 +37,7 @@ def one_line_exit_2(result, *words: str) -> None:
 # --------------------------------------------------------------------------- S8: index rows name one folder
 
 
-@pytest.mark.parametrize("hostile", ["../../escaped", "/tmp/abs", "a/b", "..", ".hidden"])
+@pytest.mark.parametrize("hostile", ["../../escaped", "/tmp/abs", "a/b", "..", ".hidden", "-rf", "a\x00b", ""])
 def test_an_index_row_naming_a_path_is_refused_before_any_write(tmp_path, hostile):
     out = tmp_path / "s"
     run_sweep(spec(grid={"task.L": [1, 2]}), out, workers=1)
@@ -53,6 +54,11 @@ def test_an_index_row_naming_a_path_is_refused_before_any_write(tmp_path, hostil
 
 
 # --------------------------------------------------------------------------- S7: the rows of the current spec
+
+
+def test_names_a_sweep_makes_pass_the_check(tmp_path):
+    """Run names as ``spec.run_name`` makes them (an axis key may start with '_') are plain folder names."""
+    check_run_names(["_x1-" + "a" * 16, "L1-lr0.5-" + "b" * 16, "run-" + "c" * 16], tmp_path / "index.sqlite")
 
 
 def test_table_and_status_show_the_current_spec_unless_all(tmp_path):

@@ -58,7 +58,7 @@ SUMMARY_KEYS = {k: k for k in ["seed", "steps", "final_loss", "final_test_error"
                                "L_star", "regime", "Delta", "wall_s"]} | {"delta": "delta_nd"}
 
 
-RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")  # one plain folder name: no separator, never '..'
+RUN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,254}")  # one plain folder name: no separator, never '..'
 CURRENT_TABLE = "current"  # the config hashes of the spec (or list of configs) run last into the folder
 
 
@@ -68,7 +68,8 @@ def check_run_names(names: Iterable[str], path: Path) -> None:
     for name in names:
         if not isinstance(name, str) or not RUN_NAME.fullmatch(name):
             raise UserInputError(f"{path}: a row names the run directory {str(name)[:80]!r}, which is not one plain "
-                                 "folder name (letters, digits, '.', '_', '-'); refusing to use this index")
+                                 "folder name (letters, digits, '.', '_', '-', not starting with '.' or '-'); "
+                                 "refusing to use this index")
 
 
 def one_line_error(e: BaseException) -> str:
