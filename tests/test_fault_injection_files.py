@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 import yaml
+from test_reproduce_resume import _claims_json
 from typer.testing import CliRunner
 
 import lipschitz_icl as li
@@ -187,3 +188,23 @@ def test_claim_order_is_not_another_option_on_resume(tmp_path, monkeypatch):
     again = runner.invoke(app, ["reproduce", "P1", "P3", "--quick", "--out", str(out)])
     assert again.exit_code == 0, again.output
     assert "reused" in again.output
+
+
+# --------------------------------------------------------------------------- L5 in reproduce: corrupt runs on resume
+
+
+def test_corrupt_run_files_are_trained_again_on_resume(tmp_path, monkeypatch):
+    """A resume meets run files nested 10^5 deep, ill-typed or garbage: those runs are trained again, the claims
+    are the uninterrupted ones, and no experiment fails with a RecursionError in its notes."""
+    monkeypatch.setattr(registry, "_EXPERIMENTS", dict(fake_experiments.FAKE_REGISTRY))
+    clean, out = tmp_path / "clean", tmp_path / "out"
+    for folder in (clean, out):
+        assert runner.invoke(app, ["reproduce", "linear", "--quick", "--out", str(folder)]).exit_code == 0
+    summaries = sorted(out.glob("runs/*/*/summary.json"))
+    for path, damage in zip(summaries, ["[" * 100_000 + "]" * 100_000, '{"status": 5, "versions": 1}', "garbage"],
+                            strict=False):
+        path.write_text(damage)
+    again = runner.invoke(app, ["reproduce", "linear", "--quick", "--out", str(out)])
+    assert again.exit_code == 0, again.output
+    assert "trained" in again.output and "RecursionError" not in (out / "claims.json").read_text()
+    assert _claims_json(out)["claims"] == _claims_json(clean)["claims"]
