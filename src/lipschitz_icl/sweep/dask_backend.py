@@ -205,7 +205,6 @@ def _drive(client: Any, queue: collections.deque, on_result: OnResult, failed_re
     """``run_on_dask``'s loop: submit batches to idle workers, hand on results, keep the deadlines (``_Watch``)."""
     from distributed import wait  # distributed: imported only when a sweep uses Dask
 
-
     running: dict[Any, tuple[list[Point], str]] = {}
     watch = _Watch(client)
     while queue or running:
