@@ -17,6 +17,7 @@ import lipschitz_icl as li
 from lipschitz_icl import api, store
 from lipschitz_icl.cli import app
 from lipschitz_icl.errors import UserInputError
+from lipschitz_icl.threads import cores
 
 runner = CliRunner()
 SMALL = ["train.steps=10", "train.log_every=5", "engine.draws=8", "eval.functions=8"]
@@ -179,7 +180,7 @@ def test_li_run_follows_the_thread_policy_and_threads_overrides(tmp_path, monkey
     monkeypatch.setattr(api, "train", spy)
     torch.set_num_threads(2)
     try:
-        monkeypatch.setenv("LIPSCHITZ_ICL_THREADS", "3")
+        monkeypatch.setenv("LIPSCHITZ_ICL_THREADS", str(cores()))  # at most the cores: more is clamped
         li.run(None, SMALL, write=False)
         monkeypatch.delenv("LIPSCHITZ_ICL_THREADS")
         li.run(None, SMALL, write=False)
@@ -187,7 +188,7 @@ def test_li_run_follows_the_thread_policy_and_threads_overrides(tmp_path, monkey
         assert torch.get_num_threads() == 2  # restored after each run
     finally:
         torch.set_num_threads(1)
-    assert seen == [3, 1, 2]
+    assert seen == [cores(), 1, 2]
 
 
 def test_run_repr_is_one_line_and_names_its_directory(tmp_path, caplog):

@@ -27,11 +27,11 @@ from . import __version__
 from .analysis import analyze_run_object
 from .config import Config, apply_overrides, load_config, validate_config
 from .engines import Engine, build_engine
-from .errors import UserInputError
+from .errors import ConfigError, UserInputError
 from .geometry import GEOMETRY_METRICS
 from .interrupts import deferred_signals
 from .problem import Problem, build_problem
-from .recorder import Recorder, metrics_frame, metrics_table
+from .recorder import SCHEMA, Recorder, metrics_frame, metrics_table
 from .store import (
     ANALYSIS_FILE,
     CONFIG_FILE,
@@ -237,14 +237,25 @@ def load_run(path: str | Path, require_finished: bool = True) -> Run:
     if not (p / SUMMARY_FILE).is_file():
         raise UserInputError(f"{path}: not a run directory (no {SUMMARY_FILE})")
     summary = read_summary(p)
-    cfg = load_config(p / CONFIG_FILE)
+    try:
+        cfg = load_config(p / CONFIG_FILE)
+    except ConfigError as e:  # a recorded config that no longer validates: name the file
+        raise ConfigError(f"{p / CONFIG_FILE}: {e.field}" if e.field else str(p / CONFIG_FILE), e.message) from None
     if require_finished:
         check_finished(p, cfg, summary)
-    metrics = (
-        metrics_frame(read_metrics_table(p)) if (p / METRICS_FILE).is_file() else pd.DataFrame()
-    )
+    metrics = metrics_frame(read_run_metrics(p)) if (p / METRICS_FILE).is_file() else pd.DataFrame()
     params = read_params(p) if (p / PARAMS_FILE).is_file() else None
     return Run(cfg, summary, metrics, p, params)
+
+
+def read_run_metrics(run_dir: Path):
+    """metrics.parquet of a run, checked (``read_metrics_table``) and of the recorder's schema: a table of
+    other columns or types is bad input naming the file."""
+    table = read_metrics_table(run_dir)
+    if not table.schema.equals(SCHEMA, check_metadata=False):
+        raise UserInputError(f"{run_dir / METRICS_FILE}: not a metrics table (columns {table.schema.names}, "
+                             f"expected {SCHEMA.names} as {', '.join(str(t) for t in SCHEMA.types)})")
+    return table
 
 
 def check_finished(run_dir: Path, cfg: Config, summary: dict[str, Any]) -> None:

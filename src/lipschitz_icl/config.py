@@ -33,7 +33,7 @@ from .config_io import loc as _loc  # noqa: F401 - re-exported
 from .config_io import short as _short
 from .engines import engine_class
 from .errors import ConfigError
-from .features import read_file_section
+from .features import FeatureFiles, anchor_feature_path, read_file_section  # noqa: F401 - re-exported
 from .inputs import check_continuous_section, is_continuous
 from .limits import MAX_ENV, max_elements
 from .tasks import make_task, task_names
@@ -83,12 +83,12 @@ class FeaturesConfig(_Strict):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _from_file(cls, data: Any, handler: Any) -> FeaturesConfig:
-        """kind=file: the file is read once, here (see ``read_file_section``); its numbers stay with the
-        config (pickled with it), its sha256 enters the config hash."""
+    def _from_file(cls, data: Any, handler: Any, info: ValidationInfo) -> FeaturesConfig:
+        """kind=file: the file is read once, here (``read_file_section``; not again when the ``feature_files``
+        cache of ``validate_config`` holds it); its numbers stay with the config, its sha256 enters the hash."""
         if not (isinstance(data, dict) and data.get("kind") == "file" and isinstance(data.get("path"), str)):
             return handler(data)
-        data, arr = read_file_section(data)
+        data, arr = read_file_section(data, (info.context or {}).get("feature_files"))
         model = handler(data)
         model._file_values = arr
         return model
@@ -371,15 +371,15 @@ def _task(kind: str, L: float, d: int, params: dict) -> Any:
 # --------------------------------------------------------------------------- loading
 
 
-def validate_config(data: Any) -> Config:
-    """Validate a plain mapping into a Config, raising ConfigError with one clear line."""
+def validate_config(data: Any, feature_files: FeatureFiles | None = None) -> Config:
+    """A plain mapping as a Config (ConfigError: one clear line); ``feature_files``: a sweep's files, read once."""
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError("config", f"must be a mapping of keys to values (got {type(data).__name__})")
     check_shape(data)
     try:
-        return Config.model_validate(data)
+        return Config.model_validate(data, context={"feature_files": feature_files})
     except ValidationError as e:
         raise format_validation_error(e, Config) from None
     except RecursionError:
@@ -388,11 +388,11 @@ def validate_config(data: Any) -> Config:
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
     """Load a YAML config (or the defaults when path is None), apply overrides, validate."""
-    data = read_yaml(path) if path is not None else {}
-    if data is None:
-        data = {}
+    data = read_yaml(path) if path is not None else None
+    data = {} if data is None else data
     if not isinstance(data, dict):
         raise ConfigError("config", f"{path} must hold a mapping of keys to values")
+    anchor_feature_path(data, Path(path).parent if path is not None else None)  # beside the config file
     return validate_config(apply_overrides(data, list(overrides or [])))
 
 

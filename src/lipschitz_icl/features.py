@@ -76,7 +76,7 @@ def _npy_header(fh) -> tuple[tuple[int, ...], np.dtype]:
     version = np.lib.format.read_magic(fh)
     if version == (1, 0):
         shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
-    elif version == (2, 0):
+    elif version in ((2, 0), (3, 0)):  # 3.0 is 2.0 with a UTF-8 header (field names); read alike
         shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
     else:
         raise ValueError(f"unsupported .npy format version {version}")
@@ -92,8 +92,9 @@ def _read_npy(p: Path, path: str | Path) -> tuple[np.ndarray, bytes]:
             raise ConfigError(field, f"{path}: holds pickled objects, which are refused")
         if int(np.prod(shape, dtype=np.float64)) > MAX_FILE_ELEMENTS:
             raise ConfigError(field, f"{path}: shape {shape} is too large (at most {MAX_FILE_ELEMENTS} numbers)")
+        header_end = fh.tell()  # headers may be longer than 256 bytes (padded, or many fields)
         fh.seek(0)
-        raw = fh.read(fh.tell() + 256 + int(np.prod(shape, dtype=np.float64)) * dtype.itemsize)
+        raw = fh.read(header_end + int(np.prod(shape, dtype=np.float64)) * dtype.itemsize)
     buffer = io.BytesIO(raw)
     return np.load(buffer, allow_pickle=False), raw
 
@@ -107,7 +108,7 @@ def _read_csv(p: Path, path: str | Path) -> tuple[np.ndarray, bytes]:
     numbers = sum(len(line.split(b",")) for line in raw.splitlines() if line.strip())  # an upper bound
     if numbers > MAX_FILE_ELEMENTS:
         raise ConfigError(field, f"{path}: holds about {numbers} numbers (at most {MAX_FILE_ELEMENTS})")
-    text = raw.decode("utf-8")
+    text = raw.decode("utf-8-sig")  # a byte-order mark (spreadsheets write one) is not a number
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # an empty file is reported below, by shape
         return np.loadtxt(io.StringIO(text), delimiter=",", dtype=np.float64, ndmin=2), raw
@@ -163,10 +164,21 @@ def _checked_array(arr: np.ndarray, path: str | Path) -> np.ndarray:
     return arr
 
 
-def read_file_section(data: dict) -> tuple[dict, np.ndarray]:
+def read_file_section(data: dict, cache: FeatureFiles | None = None) -> tuple[dict, np.ndarray]:
     """A ``features`` section of kind=file with its path resolved (so no later process resolves it
     against another working directory), K and d read off the file and ``file_sha256`` set to the
-    digest of its bytes, and the file's numbers. A ``file_sha256`` already given must match."""
+    digest of its bytes, and the file's numbers. A ``file_sha256`` already given must match.
+    ``cache`` (a sweep's): a file read before under the same path and digest is not read again."""
+    key = (data["path"], data.get("file_sha256"))
+    if cache is not None and key in cache:
+        return cache[key]
+    section, arr = _read_file_section(data)
+    if cache is not None:
+        cache[key] = cache[(section["path"], section["file_sha256"])] = (section, arr)
+    return section, arr
+
+
+def _read_file_section(data: dict) -> tuple[dict, np.ndarray]:
     path = _resolved(data["path"])
     arr, digest = read_feature_file(path)
     for key, val in (("K", arr.shape[0]), ("d", arr.shape[1])):
@@ -176,6 +188,19 @@ def read_file_section(data: dict) -> tuple[dict, np.ndarray]:
         raise ConfigError("features.path", f"{data['path']}: its content changed since the config was resolved "
                           f"(sha256 {digest[:12]}..., expected {str(data['file_sha256'])[:12]}...)")
     return {**data, "path": path, "K": arr.shape[0], "d": arr.shape[1], "file_sha256": digest}, arr
+
+
+FeatureFiles = dict[tuple[str, str | None], tuple[dict, np.ndarray]]  # (path, sha256) -> (section, numbers)
+
+
+def anchor_feature_path(data: dict, folder: Path | None) -> None:
+    """A relative ``features.path`` written in a config file names a file beside that config: made relative
+    to ``folder`` (the file's), not to the working directory. Overrides on the command line stay relative to
+    the working directory. ``folder`` None (no config file): nothing changes."""
+    section = data.get("features")
+    path = section.get("path") if isinstance(section, dict) and folder is not None else None
+    if isinstance(path, str) and path and "\0" not in path and not Path(path).expanduser().is_absolute():
+        section["path"] = str(folder / path)
 
 
 def _resolved(path: str) -> str:

@@ -161,7 +161,7 @@ def options_of(suite: str, quick: bool, seed: int, fused: bool = False, plugins:
 def _manifest(out: Path) -> dict | None:
     try:
         data = json.loads((out / MANIFEST_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
 
@@ -184,7 +184,7 @@ def finished_runs(out: Path) -> int:
     for summary in (out / "runs").glob("*/*/summary.json"):
         try:
             count += json.loads(summary.read_text(encoding="utf-8")).get("status") in FINISHED_STATUSES
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError, AttributeError, RecursionError):
             continue
     return count
 

@@ -9,6 +9,7 @@ failed write removes its temporary file and leaves the previous version of the t
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import math
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import torch
 
@@ -114,10 +116,34 @@ def atomic_write_npy(path: Path, array) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
+VALUES_SHA256 = b"lipschitz_icl.values_sha256"  # parquet key-value metadata: the digest of the table's values
+
+
+def values_digest(table: pa.Table) -> str:
+    """sha256 of a table's values, column by column (names, null masks, then the values: numbers as
+    their float64/int64 bytes, text as its lengths then its bytes), independent of how the table is chunked or
+    encoded; vectorised (about 0.1 s per million rows)."""
+    h = hashlib.sha256()
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        h.update(name.encode() + b"\0" + column.is_null().to_numpy(zero_copy_only=False).tobytes())
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            text = column.combine_chunks().fill_null("")
+            h.update(pc.binary_length(text).to_numpy(zero_copy_only=False).astype("<i8").tobytes())
+            whole = pa.ListArray.from_arrays(pa.array([0, len(text)], pa.int32()), text)  # one list of every value
+            h.update(pc.binary_join(whole, "")[0].as_buffer().to_pybytes())
+        elif pa.types.is_integer(column.type):
+            h.update(column.fill_null(0).to_numpy().astype("<i8").tobytes())
+        else:
+            h.update(column.cast(pa.float64()).fill_null(0.0).to_numpy().astype("<f8").tobytes())
+    return h.hexdigest()
+
+
 def parquet_bytes(table: pa.Table) -> bytes:
-    """A table as the bytes of a parquet file (what ``metrics.parquet`` holds)."""
+    """A table as the bytes of a parquet file (what ``metrics.parquet`` holds), its pages checksummed (CRC)
+    and the sha256 of its values in the file's metadata (``VALUES_SHA256``, checked by ``read_metrics_table``)."""
+    meta = {**(table.schema.metadata or {}), VALUES_SHA256: values_digest(table).encode()}
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
+    pq.write_table(table.replace_schema_metadata(meta), sink, write_page_checksum=True)
     return sink.getvalue().to_pybytes()
 
 
@@ -179,6 +205,10 @@ def read_params(run_dir: str | Path) -> dict[str, torch.Tensor]:
         raise UserInputError(f"{path}: cannot be read as a state dict ({type(e).__name__})") from None
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise UserInputError(f"{path}: not a state dict of tensors")
+    for key, tensor in state.items():
+        if tensor.is_complex():  # no model trains complex parameters; evaluate would mix them in silently
+            raise UserInputError(f"{path}: parameter {str(key)[:40]!r} is {str(tensor.dtype).removeprefix('torch.')} "
+                                 "(real tensors expected)")
     return state
 
 
@@ -253,17 +283,38 @@ def read_summary(run_dir: str | Path) -> dict:
     path = Path(run_dir) / SUMMARY_FILE
     try:
         summary = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: nested too deeply
         raise UserInputError(f"{path}: corrupt, not JSON ({' '.join(str(e).split())[:80]})") from None
     if not isinstance(summary, dict):
         raise UserInputError(f"{path}: corrupt, not a JSON object (got {type(summary).__name__})")
+    for key, kinds in SUMMARY_TYPES.items():
+        value = summary.get(key)
+        if value is not None and (not isinstance(value, kinds) or isinstance(value, bool)):
+            raise UserInputError(f"{path}: corrupt, {key} is a {type(value).__name__} ({' '.join(kinds_names(kinds))} "
+                                 "expected)")
     return summary
+
+
+# the summary keys every reader relies on, and their JSON types (each may be null)
+SUMMARY_TYPES: dict[str, tuple[type, ...]] = {"status": (str,), "config_hash": (str,), "error": (str,),
+                                              "steps": (int,), "seed": (int,), "final_loss": (int, float)}
+
+
+def kinds_names(kinds: tuple[type, ...]) -> list[str]:
+    return [{"str": "string", "int": "integer", "float": "number"}[k.__name__] for k in kinds]
 
 
 def read_metrics_table(run_dir: str | Path) -> pa.Table:
     """metrics.parquet of a run; a corrupt file is bad input naming the file."""
     path = Path(run_dir) / METRICS_FILE
+    raw = path.read_bytes()  # an I/O error here is one; below, any error is the file's content
     try:
-        return pq.read_table(path)
-    except (pa.ArrowException, ValueError) as e:
-        raise UserInputError(f"{path}: corrupt, not a Parquet file ({' '.join(str(e).split())[:80]})") from None
+        table = pq.read_table(pa.BufferReader(raw), page_checksum_verification=True)
+        recorded = (table.schema.metadata or {}).get(VALUES_SHA256)  # None: written before checksums
+        if recorded is not None and recorded.decode() != values_digest(table):
+            raise ValueError("its values differ from the checksum written with them")
+    except (pa.ArrowException, OSError, ValueError, UnicodeDecodeError) as e:
+        raise UserInputError(f"{path}: corrupt (not a Parquet file, or damaged: {' '.join(str(e).split())[:80]})"
+                             ) from None
+    return table.replace_schema_metadata({k: v for k, v in (table.schema.metadata or {}).items()
+                                          if k != VALUES_SHA256} or None)

@@ -14,13 +14,40 @@ from collections.abc import Iterator
 
 import torch
 
+from .errors import UserInputError
+
 THREADS_ENV = "LIPSCHITZ_ICL_THREADS"
 
 
+def cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def thread_setting() -> tuple[int, str | None]:
+    """``LIPSCHITZ_ICL_THREADS`` (1 when unset or empty) and a warning when it was clamped to the cores.
+
+    Not a whole number of at least 1 (``²``, ``-1``, ``0``, ``2.5``, ``four``) is bad input (UserInputError,
+    naming the variable and what is allowed); more than the cores (``100000``, ``99999999999999999999``) is
+    clamped to the cores, since torch would try to start that many threads."""
+    text = os.environ.get(THREADS_ENV, "").strip()
+    if not text:
+        return 1, None
+    if not (text.isascii() and text.isdigit()) or int(text[:32]) < 1:
+        raise UserInputError(f"{THREADS_ENV}={text[:32]!r}: must be a whole number of torch threads from 1 to "
+                             f"{cores()} (this machine's cores)")
+    n = int(text[:32]) if len(text) <= 32 else cores() + 1
+    if n > cores():
+        return cores(), f"{THREADS_ENV}={text[:32]} is more than the {cores()} cores here: using {cores()} threads"
+    return n, None
+
+
 def configured_threads() -> int:
-    """``LIPSCHITZ_ICL_THREADS`` as a positive integer; 1 when unset or not a positive integer."""
-    text = os.environ.get(THREADS_ENV, "1").strip()
-    return max(1, int(text)) if text.isdigit() else 1
+    """``LIPSCHITZ_ICL_THREADS`` as torch threads (see ``thread_setting``): 1 when unset."""
+    return thread_setting()[0]
 
 
 @contextlib.contextmanager

@@ -6,10 +6,11 @@ import torch
 import typer
 
 from .. import __version__
-from ..threads import configured_threads
+from ..errors import UserInputError
+from ..threads import thread_setting
 from .analyze import analyze_command
 from .bench import bench_command
-from .common import OneLineUsageErrors, widen_when_piped
+from .common import OneLineUsageErrors, err, esc, widen_when_piped
 from .diff import diff_command
 from .evaluate import evaluate_command
 from .report import report_command
@@ -63,5 +64,12 @@ app.add_typer(sweep_app, name="sweep")
 
 def main() -> None:
     # the thread policy (one torch thread unless LIPSCHITZ_ICL_THREADS says otherwise): threads.py
-    torch.set_num_threads(configured_threads())
+    try:
+        threads, warning = thread_setting()
+    except UserInputError as e:  # outside the app: one line and exit 2 here
+        err.print(f"[bold red]error:[/] {esc(str(e))}", highlight=False, soft_wrap=True)
+        raise SystemExit(2) from None
+    if warning is not None:
+        err.print(f"[yellow]warning:[/] {esc(warning)}", highlight=False, soft_wrap=True)
+    torch.set_num_threads(threads)
     app()

@@ -19,6 +19,7 @@ from typer.core import TyperGroup
 from ..errors import UserInputError
 from ..store import atomic_write_bytes, atomic_write_text
 from ..sweep import is_running, load_index, load_sweep, run_sweep
+from ..sweep.dask_backend import SchedulerLost
 from .common import err, fail, one_line, out, progress_bar, sigterm_as_interrupt, user_errors
 
 
@@ -93,6 +94,9 @@ def run_command(
                 raise typer.Exit(130) from None
             except OSError as e:
                 fail(f"cannot write the sweep: {e}", 1)
+            except SchedulerLost as e:
+                fail(f"--scheduler {scheduler}: {e}; the runs recorded are kept in {target}: run the same command "
+                     "to resume", 1)
     elapsed = time.perf_counter() - start
     counts = rows["status"].value_counts().to_dict()
     shown = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
@@ -111,10 +115,13 @@ def run_command(
 
 
 @sweep_app.command("status")
-def status_command(sweep_dir: Path = typer.Argument(..., help="A sweep directory (holds index.sqlite).")) -> None:
-    """Count a sweep's runs by status and list the failed ones with their errors."""
+def status_command(
+    sweep_dir: Path = typer.Argument(..., help="A sweep directory (holds index.sqlite)."),
+    show_all: bool = typer.Option(False, "--all", help="Count the runs of earlier specs written into it too."),
+) -> None:
+    """Count a sweep's runs by status (those of the spec run last; --all: every run) and list the failed ones."""
     with user_errors():
-        rows = load_index(sweep_dir)
+        rows = load_index(sweep_dir, current_only=not show_all)
     table = Table(title=f"sweep {escape(str(sweep_dir))}" + (" (running)" if is_running(sweep_dir) else ""))
     table.add_column("status")
     table.add_column("runs", justify="right")
@@ -160,12 +167,14 @@ def table_command(
     sweep_dir: Path = typer.Argument(..., help="A sweep directory (holds index.sqlite)."),
     fmt: TableFormat = typer.Option(TableFormat.markdown, "--format", "-f", help="markdown (a summary), csv, parquet."),
     output: Path = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
+    show_all: bool = typer.Option(False, "--all", help="Rows of earlier specs written into the folder too."),
 ) -> None:
-    """Print or save a sweep's index: one row per run, its axis values and summary numbers.
+    """Print or save a sweep's index: one row per run of the spec run last (--all: of every spec), its axis
+    values and summary numbers.
 
     markdown shows the main columns; csv and parquet hold every column of the index."""
     with user_errors():
-        rows = load_index(sweep_dir)
+        rows = load_index(sweep_dir, current_only=not show_all)
         if fmt is TableFormat.parquet:
             if output is None:
                 raise UserInputError("--format parquet needs --output FILE")

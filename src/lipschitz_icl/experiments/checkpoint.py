@@ -90,8 +90,8 @@ def load_checkpoint(ctx: Context, exp: Experiment) -> list[ClaimResult] | None:
         if saved.get("fingerprint") != fingerprint(ctx, exp) or saved.get("sha256") != _checksum(saved["claims"]):
             return None
         claims = _CLAIMS_ADAPTER.validate_python(saved["claims"])
-    except (OSError, ValueError, TypeError, KeyError, AttributeError, ValidationError):
-        return None  # missing, unreadable, edited or from another version
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, ValidationError, RecursionError):
+        return None  # missing, unreadable (nested too deeply too), edited or from another version
     if bad_runs(ctx, [r for c in claims for r in c.runs]):
         return None  # a run it rests on was interrupted, failed or removed since
     return claims
@@ -145,7 +145,7 @@ def interrupted_claims(exp: Experiment, wall_s: float = 0.0) -> list[ClaimResult
 def _status(ctx: Context, rel: str) -> str:
     try:
         return str(json.loads((ctx.out / rel / SUMMARY_FILE).read_text()).get("status"))
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         return "failed"  # unreadable: not a result to judge a claim by
 
 

@@ -5,7 +5,6 @@ the experiments start from and the wrapper that runs one with a single torch thr
 from __future__ import annotations
 
 import functools
-import json
 import math
 import shutil
 from collections.abc import Callable
@@ -22,7 +21,7 @@ from ..config import Config, apply_overrides, load_config, validate_config
 from ..engines.kernel import KernelEngine
 from ..errors import UserInputError
 from ..problem import build_problem
-from ..store import SUMMARY_FILE, atomic_write_text
+from ..store import SUMMARY_FILE, atomic_write_text, read_summary
 from ..sweep import load_index, run_configs
 from ..theory import flat_time_scale, theory_of
 from ..threads import single_threaded_torch
@@ -135,13 +134,13 @@ FINISHED_STATUSES = ("converged", "trivial", "budget", "diverged")  # a run that
 def _reusable(run_dir: Path, cfg: Config) -> Run | None:
     """The finished run in ``run_dir`` when it is ``cfg``'s (same config hash, same package version),
     else None (missing, interrupted, failed, from another config or version: it is trained again)."""
-    try:
-        summary = json.loads((run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
+    try:  # read_summary: a file nested too deeply or of ill-typed fields is bad input, then trained again
+        summary = read_summary(run_dir) if (run_dir / SUMMARY_FILE).is_file() else {}
         if (summary.get("status") not in FINISHED_STATUSES or summary.get("config_hash") != cfg.config_hash()
                 or summary.get("versions", {}).get("lipschitz_icl") != __version__):
             return None
         return load_run(run_dir)
-    except (OSError, ValueError, AttributeError, UserInputError):
+    except (OSError, ValueError, AttributeError, TypeError, UserInputError):
         return None
 
 

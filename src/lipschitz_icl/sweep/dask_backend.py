@@ -8,7 +8,9 @@ segfault, ``os._exit``) takes down one worker, which Dask replaces, and the poin
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import concurrent.futures
 import contextlib
 import logging
 import multiprocessing
@@ -24,6 +26,14 @@ from .worker import ignore_sigint, run_batch_task
 OnResult = Callable[[Point, dict[str, Any]], None]
 FailedResult = Callable[[Point, str], dict[str, Any]]
 CONNECT_TIMEOUT_S = 20.0  # a hard deadline for reaching a --scheduler, whatever answers there
+LOST_WORKER_S = 30.0  # a batch whose worker left is retried (then failed) if no other worker ends it by then
+NO_WORKER_S = 60.0  # with points left and no worker at all for this long, they are recorded failed
+SCHEDULER_LOST_S = 10.0  # the scheduler unreachable for this long ends the sweep (SchedulerLost)
+QUIET_LOGGERS = ("distributed", "tornado", "asyncio")  # their tracebacks of a lost connection are not for the user
+
+
+class SchedulerLost(RuntimeError):
+    """The Dask scheduler went away during a sweep (the runs recorded so far are kept)."""
 
 
 def _start_method() -> str:
@@ -60,6 +70,7 @@ def connect_scheduler(address: str, timeout: float | None = None) -> Any:
         finally:
             finished.set()
 
+    quiet_logs()  # a scheduler that dies later: one line from the sweep, not their tracebacks
     threading.Thread(target=attempt, name="lipschitz-icl-dask-connect", daemon=True).start()
     if not finished.wait(timeout + 1.0):
         raise UserInputError(f"--scheduler {address}: no Dask scheduler at {address} (no answer within {timeout:g} s)")
@@ -70,6 +81,16 @@ def connect_scheduler(address: str, timeout: float | None = None) -> Any:
             reason = "not an address such as tcp://host:8786"
         raise UserInputError(f"--scheduler {address}: no Dask scheduler at {address} ({reason})")
     return outcome["client"]
+
+
+def quiet_logs() -> None:
+    """Silence distributed's (and its event loop's) loggers, children with levels of their own included."""
+    names = [n for n in logging.root.manager.loggerDict if n.split(".")[0] in QUIET_LOGGERS]
+    for name in {*QUIET_LOGGERS, *names}:
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.CRITICAL)
+        for handler in logger.handlers:
+            handler.setLevel(logging.CRITICAL)
 
 
 def open_local_cluster(workers: int) -> tuple[Any, Any]:
@@ -104,16 +125,59 @@ def open_local_cluster(workers: int) -> tuple[Any, Any]:
 
 def close_client(client: Any, cluster: Any) -> None:
     try:
-        client.close()
+        with contextlib.suppress(Exception):  # a scheduler that went away: nothing to close there
+            client.close(timeout=5)
     finally:
         if cluster is not None:
             cluster.close()
 
 
-def _free_slots(client: Any, running: dict[Any, tuple[list[Point], str]]) -> list[str]:
-    """One entry per idle thread of the workers alive now (asked of the scheduler each time)."""
+def _free_slots(alive: dict[str, int], running: dict[Any, tuple[list[Point], str]]) -> list[str]:
+    """One entry per idle thread of the workers alive now (``alive``: address -> threads)."""
     busy = collections.Counter(addr for _, addr in running.values())
-    return [addr for addr, threads in client.nthreads().items() for _ in range(threads - busy[addr])]
+    return [addr for addr, threads in alive.items() for _ in range(threads - busy[addr])]
+
+
+class _Watch:
+    """Deadlines of a sweep on Dask: the scheduler unreachable (``SchedulerLost``), batches whose worker
+    left and that no other worker ended (``overdue``), no worker at all while points wait (``starved``)."""
+
+    def __init__(self, client: Any) -> None:
+        self.client, self.unreachable_since, self.empty_since = client, None, None
+        self.lost_since: dict[Any, float] = {}
+        self.retried: set[str] = set()  # config hashes already retried after a lost worker
+
+    def alive(self) -> dict[str, int]:
+        """The workers now (address -> threads); none while the scheduler does not answer, up to its deadline."""
+        now = time.monotonic()
+        try:
+            alive = dict(self.client.nthreads()) if self.client.status == "running" else None
+        except Exception:  # noqa: BLE001 - a closed comm, a timeout: the scheduler is not there
+            alive = None
+        if alive is None:
+            self.unreachable_since = self.unreachable_since or now
+            if now - self.unreachable_since > SCHEDULER_LOST_S:
+                raise SchedulerLost(f"the Dask scheduler went away (no answer for {SCHEDULER_LOST_S:g} s)")
+            return {}
+        self.unreachable_since = None
+        self.empty_since = None if alive else (self.empty_since or now)
+        return alive
+
+    def overdue(self, running: dict[Any, tuple[list[Point], str]], alive: dict[str, int]) -> list[Any]:
+        """Futures whose worker left more than LOST_WORKER_S ago and that are still not done."""
+        now = time.monotonic()
+        lost = [f for f, (_, addr) in running.items() if addr not in alive and not f.done()]
+        if lost:  # the scheduler may have sent them to another worker already: follow them there
+            with contextlib.suppress(Exception):
+                where = {key: addr for addr, keys in self.client.processing().items() for key in keys}
+                for future in [f for f in lost if where.get(f.key) in alive]:
+                    running[future] = (running[future][0], where[future.key])
+                    lost.remove(future)
+        self.lost_since = {f: self.lost_since.get(f, now) for f in lost}
+        return [f for f, since in self.lost_since.items() if now - since > LOST_WORKER_S]
+
+    def starved(self) -> bool:
+        return self.empty_since is not None and time.monotonic() - self.empty_since > NO_WORKER_S
 
 
 def run_on_dask(client: Any, batches: Iterable[list[Point]], on_result: OnResult, failed_result: FailedResult,
@@ -129,27 +193,50 @@ def run_on_dask(client: Any, batches: Iterable[list[Point]], on_result: OnResult
     Dask side (a run killed its worker: KilledWorker; a transfer error): a batch of several points is
     retried one point per task, first in the queue, so only the point that kills its worker is
     recorded ``failed_result(point, text)``; a batch of one point is recorded so at once."""
+    try:
+        _drive(client, collections.deque(batches), on_result, failed_result, save_params)
+    except (asyncio.CancelledError, concurrent.futures.CancelledError):  # only distributed cancels our futures:
+        # when the connection to the scheduler is lost (those of lost workers are dropped before they are read)
+        raise SchedulerLost("the Dask scheduler went away (the connection to it was lost)") from None
+
+
+def _drive(client: Any, queue: collections.deque, on_result: OnResult, failed_result: FailedResult,
+           save_params: bool) -> None:
+    """``run_on_dask``'s loop: submit batches to idle workers, hand on results, keep the deadlines (``_Watch``)."""
     from distributed import wait  # distributed: imported only when a sweep uses Dask
 
-    queue = collections.deque(batches)
     running: dict[Any, tuple[list[Point], str]] = {}
+    watch = _Watch(client)
     while queue or running:
-        for addr in _free_slots(client, running)[: len(queue)]:
+        alive = watch.alive()
+        for addr in _free_slots(alive, running)[: len(queue)]:
             points = queue.popleft()
             datas = [p.config.model_dump(mode="json") for p in points]
             future = client.submit(run_batch_task, datas, save_params, pure=False, workers=[addr],
                                    allow_other_workers=True)
             running[future] = (points, addr)
-        if not running:  # every worker is being replaced: wait for one
+        if not running:  # every worker is being replaced: wait for one, up to NO_WORKER_S
+            if watch.starved():
+                for points in queue:
+                    for point in points:
+                        on_result(point, failed_result(point, f"no Dask worker for {NO_WORKER_S:g} s"))
+                return
             time.sleep(0.1)
             continue
         with contextlib.suppress(TimeoutError):  # wake up now and then to use workers that joined
             wait(list(running), timeout=0.5, return_when="FIRST_COMPLETED")
+        for future in watch.overdue(running, alive):  # its worker left and no other worker ended it
+            points, _ = running.pop(future)
+            future.cancel()
+            _retry_or_fail(queue, points, watch.retried, on_result, failed_result,
+                           f"its Dask worker was lost and no worker finished it within {LOST_WORKER_S:g} s")
         for future in [f for f in running if f.done()]:
             points, _ = running.pop(future)
             results: list[tuple[int, dict[str, Any]]] = []
             try:
                 results = future.result()
+            except concurrent.futures.CancelledError:
+                raise
             except Exception as e:  # noqa: BLE001 - a lost worker (KilledWorker), a transfer error
                 if len(points) > 1:  # which run killed it is unknown: each alone, before anything else
                     queue.extendleft([p] for p in reversed(points))
@@ -158,3 +245,15 @@ def run_on_dask(client: Any, batches: Iterable[list[Point]], on_result: OnResult
             future.release()
             for pos, result in results:
                 on_result(points[pos], result)
+
+
+def _retry_or_fail(queue: collections.deque, points: list[Point], retried: set[str], on_result: OnResult,
+                   failed_result: FailedResult, reason: str) -> None:
+    """A batch whose worker was lost: each point once more, alone and first in the queue; a point lost twice is
+    recorded failed with ``reason``."""
+    for point in reversed(points):
+        if point.config_hash in retried:
+            on_result(point, failed_result(point, reason))
+        else:
+            retried.add(point.config_hash)
+            queue.appendleft([point])

@@ -173,11 +173,20 @@ def check_sweep_dir(sweep_dir: Path, name: str | None, force: bool) -> None:
         raise UserInputError(f"--out {sweep_dir}: exists and is not a directory")
     if force or not sweep_dir.is_dir() or not any(sweep_dir.iterdir()):
         return
-    if (sweep_dir / INDEX_FILE).is_file() and _spec_name(sweep_dir) == name:
+    if (sweep_dir / INDEX_FILE).is_file() and (_spec_name(sweep_dir) == name or _killed_at_start(sweep_dir)):
         return
     what = f"a sweep named {name}" if name else "a sweep of configs"
     raise UserInputError(f"--out {sweep_dir}: holds files that are not {what} (choose an empty or new folder, "
                          "or pass --force to write into it)")
+
+
+def _killed_at_start(sweep_dir: Path) -> bool:
+    """A sweep killed before it wrote sweep.yaml: only its lock, its index and an empty runs/ (a spec is
+    written before any run starts), so the next sweep may take the folder over."""
+    sweep_files = {LOCK_FILE, INDEX_FILE, f"{INDEX_FILE}-wal", f"{INDEX_FILE}-shm", f"{INDEX_FILE}-journal", RUNS_DIR}
+    runs = sweep_dir / RUNS_DIR
+    return (not (sweep_dir / SPEC_FILE).exists() and {p.name for p in sweep_dir.iterdir()} <= sweep_files
+            and (not runs.exists() or (runs.is_dir() and not any(runs.iterdir()))))
 
 
 def _owner(run_dir: Path) -> str | None:
@@ -247,6 +256,7 @@ def execute_points(
         except OSError as e:
             raise UserInputError(f"{sweep_dir}: cannot create the sweep directory ({e.strerror})") from None
         with _exclusive(sweep_dir), Index(sweep_dir) as index:
+            index.names()  # every row's run directory is one plain folder name, before anything is written
             _remove_stale_temp_files(sweep_dir)
             index.add((p.config_hash, p.name, p.index, p.axes, p.seed) for p in points)
             if spec_yaml is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Iterable
@@ -57,6 +58,24 @@ SUMMARY_KEYS = {k: k for k in ["seed", "steps", "final_loss", "final_test_error"
                                "L_star", "regime", "Delta", "wall_s"]} | {"delta": "delta_nd"}
 
 
+RUN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,254}")  # one plain folder name: no separator, never '..'
+CURRENT_TABLE = "current"  # the config hashes of the spec (or list of configs) run last into the folder
+
+
+def check_run_names(names: Iterable[str], path: Path) -> None:
+    """Every run name of an index is one plain path component (``runs/<name>`` stays inside the sweep);
+    a row named ``../x``, ``/abs`` or ``a/b`` (a hand-edited or malicious index) is bad input naming it."""
+    for name in names:
+        if not isinstance(name, str) or not RUN_NAME.fullmatch(name):
+            raise UserInputError(f"{path}: a row names the run directory {str(name)[:80]!r}, which is not one plain "
+                                 "folder name (letters, digits, '.', '_', '-', not starting with '.' or '-'); "
+                                 "refusing to use this index")
+
+
+def one_line_error(e: BaseException) -> str:
+    return " ".join(str(e).split())[:160] or type(e).__name__
+
+
 def _clean(v: Any) -> Any:
     return None if isinstance(v, float) and not math.isfinite(v) else v
 
@@ -68,13 +87,25 @@ class Index:
         self.path = Path(sweep_dir) / INDEX_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        try:
+            self._prepare()
+        except sqlite3.DatabaseError as e:  # not SQLite, truncated, another schema: bad input naming the file
+            self.db.close()
+            raise UserInputError(f"{self.path}: cannot be used as a sweep index ({one_line_error(e)}); move it "
+                                 "away or use another --out") from None
+
+    def _prepare(self) -> None:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         cols = ", ".join(f"{name} {kind}" for name, kind, _ in COLUMNS)
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
             self.db.execute(f"CREATE TABLE IF NOT EXISTS runs ({cols})")
+            self.db.execute(f"CREATE TABLE IF NOT EXISTS {CURRENT_TABLE} (config_hash TEXT PRIMARY KEY)")
             self.db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        found = [row[1] for row in self.db.execute("PRAGMA table_info(runs)")]
+        if found != NAMES:
+            raise sqlite3.DatabaseError(f"its runs table has other columns ({', '.join(found)[:120]})")
 
     def close(self) -> None:
         self.db.close()
@@ -89,8 +120,10 @@ class Index:
         return dict(self.db.execute("SELECT config_hash, status FROM runs"))
 
     def names(self) -> dict[str, str]:
-        """config hash -> run directory name, of every row."""
-        return dict(self.db.execute("SELECT config_hash, name FROM runs"))
+        """config hash -> run directory name, of every row (each checked to be one plain folder name)."""
+        names = dict(self.db.execute("SELECT config_hash, name FROM runs"))
+        check_run_names(names.values(), self.path)
+        return names
 
     def add(self, rows: Iterable[tuple[str, str, int, dict[str, Any], int]]) -> None:
         """Register runs (hash, name, point, axes, seed) in one transaction: new ones as ``pending``;
@@ -112,6 +145,8 @@ class Index:
                 "ON CONFLICT(config_hash) DO UPDATE SET point=excluded.point, axes=excluded.axes",
                 [(h, name, point, json.dumps(axes, sort_keys=False), seed) for h, name, point, axes, seed in rows],
             )
+            self.db.execute(f"DELETE FROM {CURRENT_TABLE}")  # the rows of this spec: what table/status show
+            self.db.executemany(f"INSERT OR IGNORE INTO {CURRENT_TABLE} VALUES (?)", [(r[0],) for r in rows])
 
     def record(self, config_hash: str, summary: dict[str, Any], elapsed_s: float | None) -> None:
         """Store a finished (or failed) run's summary numbers, in one transaction."""
@@ -128,7 +163,7 @@ class Index:
             self.db.execute(f"UPDATE runs SET {sets} WHERE config_hash=?", [*values.values(), config_hash])
 
 
-def _read_runs(path: Path) -> pd.DataFrame:
+def _read_runs(path: Path, current_only: bool = False) -> pd.DataFrame:
     """The ``runs`` table. Where the folder and file are writable it is opened plainly and only
     read (SQLite then removes its ``-wal``/``-shm`` files on close, which ``mode=ro`` would leave
     behind). A read-only copy (a read-only folder, file or file system) cannot hold the ``-shm``
@@ -144,29 +179,45 @@ def _read_runs(path: Path) -> pd.DataFrame:
             last = e
             continue
         try:
-            return pd.read_sql_query("SELECT * FROM runs ORDER BY point, name", db)
+            return pd.read_sql_query(_runs_query(db, current_only), db)
         except (sqlite3.DatabaseError, pd.errors.DatabaseError) as e:
             last = e
         finally:
             db.close()
-    raise UserInputError(f"{path}: cannot be read as a sweep index ({last})")
+    raise UserInputError(f"{path}: cannot be read as a sweep index ({one_line_error(last or ValueError())})")
 
 
-def load_index(sweep_dir: str | Path, expand_axes: bool = True) -> pd.DataFrame:
-    """The index of a sweep directory as a DataFrame, one row per run in spec order.
+def _runs_query(db: sqlite3.Connection, current_only: bool) -> str:
+    """All rows, or those of the spec run last (an index made before that was recorded: all rows)."""
+    has_current = db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (CURRENT_TABLE,)).fetchone()
+    where = f" WHERE config_hash IN (SELECT config_hash FROM {CURRENT_TABLE})" if current_only and has_current else ""
+    return f"SELECT * FROM runs{where} ORDER BY point, name"
+
+
+def load_index(sweep_dir: str | Path, expand_axes: bool = True, current_only: bool = False) -> pd.DataFrame:
+    """The index of a sweep directory as a DataFrame, one row per run in spec order (``current_only``: only
+    the runs of the spec run last into the folder, not those of an earlier, larger spec).
 
     Adds ``run_dir`` (the run's directory) and, with ``expand_axes``, one column per axis key
     (e.g. ``task.L``, ``seed``) read from the ``axes`` JSON."""
     path = Path(sweep_dir) / INDEX_FILE
     if not path.is_file():
         raise UserInputError(f"{sweep_dir}: not a sweep directory (no {INDEX_FILE})")
-    frame = _read_runs(path)
+    frame = _read_runs(path, current_only)
+    if list(frame.columns) != NAMES:
+        raise UserInputError(f"{path}: not a sweep index of this version (columns {', '.join(frame.columns)[:120]})")
+    check_run_names(frame["name"], path)
     frame["run_dir"] = [str(Path(sweep_dir) / RUNS_DIR / n) for n in frame["name"]]
-    for col in ("seed", "steps", "T_1", "T_eps", "point"):
-        frame[col] = frame[col].astype("Int64")
+    try:
+        for col in ("seed", "steps", "T_1", "T_eps", "point"):
+            frame[col] = frame[col].astype("Int64")
+        axes = [json.loads(a) for a in frame["axes"]] if expand_axes else []
+        if not all(isinstance(a, dict) for a in axes):
+            raise ValueError("an axes value is not a JSON object")
+    except (ValueError, TypeError, RecursionError) as e:  # values of the wrong type: a damaged or hand-made index
+        raise UserInputError(f"{path}: holds values a sweep index cannot hold ({one_line_error(e)})") from None
     keys: list[str] = []
     if expand_axes and len(frame):
-        axes = [json.loads(a) for a in frame["axes"]]
         for a in axes:
             keys += [k for k in a if k not in keys and k not in frame.columns]
         for pos, key in enumerate(keys):

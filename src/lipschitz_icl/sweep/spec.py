@@ -32,7 +32,16 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..api import default_run_name
-from ..config import Config, _loc, _short, apply_overrides, read_yaml, validate_config
+from ..config import (
+    Config,
+    FeatureFiles,
+    _loc,
+    _short,
+    anchor_feature_path,
+    apply_overrides,
+    read_yaml,
+    validate_config,
+)
 from ..errors import ConfigError, UserInputError
 from ..store import safe_name
 
@@ -258,11 +267,13 @@ def _axis_group(spec: SweepSpec, key: str) -> str:
     return "seeds" if key == "seed" and spec.seeds is not None else "zip"
 
 
-def _point_config(spec: SweepSpec, base: dict[str, Any], axes: dict[str, Any]) -> Config:
-    """The validated config of one point; an error names the axis (``grid.task.L``) or base field."""
+def _point_config(spec: SweepSpec, base: dict[str, Any], axes: dict[str, Any],
+                  feature_files: FeatureFiles | None = None) -> Config:
+    """The validated config of one point; an error names the axis (``grid.task.L``) or base field.
+    ``feature_files``: the sweep's feature files, read once (a point rebuilt later gets the same numbers)."""
     overrides = [f"{k}={_yaml_value(f'{_axis_group(spec, k)}.{k}', v)}" for k, v in axes.items()]
     try:
-        return validate_config(apply_overrides(copy.deepcopy(base), overrides))
+        return validate_config(apply_overrides(copy.deepcopy(base), overrides), feature_files)
     except UserInputError as e:
         key = getattr(e, "field", None)
         where = f"{_axis_group(spec, key)}.{key}" if key in axes else f"base.{key}" if key else "spec"
@@ -271,28 +282,31 @@ def _point_config(spec: SweepSpec, base: dict[str, Any], axes: dict[str, Any]) -
         raise ConfigError(where, f"{message} (at {shown})") from None
 
 
-def iter_axes(spec: SweepSpec, base: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def iter_axes(spec: SweepSpec, base: dict[str, Any], feature_files: FeatureFiles | None = None
+              ) -> Iterator[dict[str, Any]]:
     """The axis values of every point, in order (first grid key outermost, seeds innermost),
     generated one at a time after the count check."""
-    base_cfg = validate_config(copy.deepcopy(base))
+    base_cfg = validate_config(copy.deepcopy(base), feature_files)
     parts = [axis for _, axis in _axes(spec, base_cfg.seed)]
     for combo in itertools.product(*parts):
         yield {k: v for part in combo for k, v in part.items()}
 
 
-def expand(spec: SweepSpec, base: dict[str, Any]) -> list[Point]:
+def expand(spec: SweepSpec, base: dict[str, Any], feature_files: FeatureFiles | None = None) -> list[Point]:
     """Every point of the spec, each validated, in order. Points with the same config hash are
-    kept once. Only small records are kept (see ``Point``)."""
+    kept once. Only small records are kept (see ``Point``). Feature files are read once, into
+    ``feature_files``, and every point (rebuilt later too) gets the numbers read then."""
+    files: FeatureFiles = {} if feature_files is None else feature_files
     points: list[Point] = []
     hashes: set[str] = set()
-    for axes in iter_axes(spec, base):
-        cfg = _point_config(spec, base, axes)
+    for axes in iter_axes(spec, base, files):
+        cfg = _point_config(spec, base, axes, files)
         h = cfg.config_hash()
         if h in hashes:
             continue
         hashes.add(h)
         points.append(Point(len(points), axes, h, run_name(axes, cfg), cfg.seed,
-                            lambda axes=axes: _point_config(spec, base, axes)))
+                            lambda axes=axes: _point_config(spec, base, axes, files)))
     return points
 
 
@@ -323,18 +337,24 @@ def load_sweep(spec: str | Path | dict[str, Any], name: str | None = None) -> Sw
             base = read_yaml(base_path) or {}
             if not isinstance(base, dict):
                 raise ConfigError("base", f"{parsed.base} must hold a mapping of config keys")
+            anchor_feature_path(base, base_path.parent)  # a relative features.path: beside the base file
         else:
             base = copy.deepcopy(parsed.base)
+            anchor_feature_path(base, root)
         base = apply_overrides(base, parsed.overrides)
+        feature_files: FeatureFiles = {}
         try:
-            validate_config(copy.deepcopy(base))
+            base_cfg = validate_config(copy.deepcopy(base), feature_files)
         except ConfigError as e:
             raise ConfigError(f"base.{e.field}", e.message) from None
+        if base_cfg.features.kind == "file":  # read once: its absolute path and digest go with every point
+            base["features"] = {**base.get("features", {}), "path": base_cfg.features.path,
+                                "file_sha256": base_cfg.features.file_sha256}
         sweep_name = parsed.name or name or "sweep"
         if not re.fullmatch(NAME_PATTERN, sweep_name):  # e.g. '..' from a spec file named '...yaml'
             raise ConfigError("name", f"{sweep_name!r} (the spec file's name) is not a usable sweep name: give "
                                       "name: in the spec (letters, digits, '.', '_', '-'; max 128)")
-        points = expand(parsed, base)
+        points = expand(parsed, base, feature_files)
     except UserInputError as e:
         raise UserInputError(f"{where}{e}") from None
     return Sweep(sweep_name, parsed, base, points)
