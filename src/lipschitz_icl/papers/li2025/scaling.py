@@ -188,6 +188,7 @@ def _claim_p5(ctx: Context, sweep: LSweep, flat: FlatAxes) -> ClaimResult:
     stat = {**fit_dict(fit_L, "L"), **fit_dict(flat.fit_eta, "eta"),
             "Delta_readings": {r: {k: v[k] for k in ("verdict", "forced_by", "distinct_settings", "slope",
                                                      "local_slopes")} for r, v in flat.Delta.readings.items()},
+            "Delta_lo": None, "Delta_hi": None, "KlogK_lo": None, "KlogK_hi": None,  # no residual intervals
             "KlogK_slope": K_axis["slope"], "KlogK_local_slopes": K_axis["local_slopes"],
             "KlogK_is_power_law": K_axis["is_power_law"], "L_flat_for_other_axes": flat.L_flat,
             "forced_slopes": {"L": True, "eta": True, "KlogK": False, "delta": bool(delta_forced),

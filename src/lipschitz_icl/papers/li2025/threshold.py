@@ -119,8 +119,10 @@ def _b3(ctx: Context, m: dict, readings: dict[str, ClaimResult], fig: str) -> Cl
     plan: DeltaPlan = m["plan"]
     by_delta = {reading: _b3_reading(plan, reading, readings) for reading in READINGS}
     sup, ref, forced_by = combined(by_delta)
-    stat = {"by_Delta_reading": {r: {"verdict": v["verdict"], "forced_by": v["forced_by"], **v["by_reading"]}
+    stat = {"by_Delta_reading": {r: {"verdict": v["verdict"], "forced_by": v["forced_by"]}
                                  for r, v in by_delta.items()},
+            "by_reading": {cid: {r: v["by_reading"][cid] for r, v in by_delta.items()}
+                           for cid in ("P4b", "P4c", "P4d")},
             "P4c_variations_r": {st.name: c.L / math.sqrt(st.cfg.features.d / st.cfg.prompt.N)
                                  for st, tau, c in m["variations"] if tau == TAU and c.L}}
     result = claim("B3", crit, stat, sup, ref, settings=plan.all_shapes, readings=by_delta, figures=[fig],

@@ -94,8 +94,14 @@ def _located(ctx: Context, cid: str, crit: str, m: dict, Lx: dict, extra: dict, 
     plan: DeltaPlan = m["plan"]
     readings = located_by_reading(plan, Lx, invalid_because)
     sup, ref, forced_by = combined(readings)
-    stat = {"readings": readings_summary(readings), "L_x_by_setting": Lx,
-            "Delta_delta_by_setting": {st.name: st.dd for st in plan.measured}, **extra}
+    dd = {st.name: st.dd for st in plan.measured}
+    prods = [Lx[n] * dd[n] for n in dd if Lx.get(n)]
+    stat = {"readings": readings_summary(readings), "L_x_by_setting": Lx, "Delta_delta_by_setting": dd,
+            # over the distinct settings of every reading (each counted once); the verdict is the readings'
+            "cv_Lx_dd": float(np.std(prods, ddof=1) / np.mean(prods)) if len(prods) >= 2 else None,
+            "dd_span": max(dd.values()) / min(dd.values()), "n_settings": len(prods),
+            "slope_lo": None, "slope_hi": None,  # no interval: each reading is a deterministic curve (readings)
+            **extra}
     result = claim(cid, crit + " " + DELTA_RULE, stat, sup, ref, settings=plan.all_shapes, readings=readings,
                    size=size_name(ctx), notes=FORCED_NOTE, **kw)
     if forced_by:

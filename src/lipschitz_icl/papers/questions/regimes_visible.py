@@ -39,8 +39,10 @@ def exp_regimes_visible(ctx: Context) -> list[ClaimResult]:
     located = located_readings(ctx, m, fig)
     by_delta = {reading: _r5_reading(reading, located) for reading in READINGS}
     sup, ref, forced_by = combined(by_delta)
-    stat = {"by_Delta_reading": {r: {"verdict": v["verdict"], "forced_by": v["forced_by"], **v["by_reading"]}
-                                 for r, v in by_delta.items()}, "P4a_forced": FORCED_P4A}
+    stat = {"by_Delta_reading": {r: {"verdict": v["verdict"], "forced_by": v["forced_by"]}
+                                 for r, v in by_delta.items()},
+            "by_reading": {r.id: {d: v["by_reading"][r.id] for d, v in by_delta.items()} for r in located},
+            "P4a_forced": FORCED_P4A}
     result = claim("R5", crit, stat, sup, ref, settings=m["plan"].all_shapes, readings=by_delta, figures=[fig],
                    size=size_name(ctx), runs=[], undecided_because="" if sup != ref else (
                        undecided_readings(by_delta) or "no reading both collapses and is located near L*, nor fails "
