@@ -12,10 +12,11 @@ import numpy as np
 
 from ...api import Run
 from ...experiments.claims import verdict
-from ...experiments.delta import READINGS, combined, delta_settings, distinct_runs
+from ...experiments.delta import READINGS, SQRT2, combined, delta_settings, distinct_runs
 from ...experiments.evidence import run_settings, settings_of
 from ...experiments.measure import L_star_of
 from ...experiments.runner import (
+    BUDGET_MARGIN,
     Context,
     censored_runs,
     paper_base,
@@ -56,10 +57,10 @@ def _cv(values: list[float | None]) -> float | None:
     return float(got.std(ddof=1) / got.mean()) if got.size >= 2 else None
 
 
-def _class_config(base, cls: str, extra: tuple[str, ...], name: str, cap: int):
+def _class_config(base, cls: str, extra: tuple[str, ...], name: str, cap: int, margin: float = BUDGET_MARGIN):
     c = with_overrides(base, [*extra, f"task.kind={cls}", "task.L=1"])
     c = with_overrides(c, [f"task.L={0.5 * L_star_of(c):.6g}", f"name={name}"])
-    return with_budget(c, DELTA_EPS, cap=cap)
+    return with_budget(c, DELTA_EPS, cap=cap, margin=margin)
 
 
 def delta_axis(ctx: Context) -> DeltaAxis:
@@ -71,8 +72,11 @@ def delta_axis(ctx: Context) -> DeltaAxis:
     runs = run_group(ctx, "delta-axis", configs, "(c) T_1 across classes (delta axis)")
     values = {r.config.task.kind: _value(r) for r in runs}
     points = {rd: delta_settings(ctx, rd, base.features.K, [DELTA_AXIS_POINT])[0] for rd in READINGS}
-    named = [(f"{p.name}-{cls}", _class_config(base, cls, p.overrides, f"delta-{p.name}-{cls}", 4 * S.budget))
-             for p in points.values() for cls in DELTA_CLASSES]
+    # budgets in T_f assume T ~ Delta^-2; a rescaling makes it Delta^-6, so the moved point gets (sqrt 2 / Delta)^4
+    # times the margin (a run stops at DELTA_EPS: a larger budget costs a run only the steps it needs)
+    margin = BUDGET_MARGIN * (SQRT2 / DELTA_AXIS_POINT) ** 4
+    named = [(f"{p.name}-{cls}", _class_config(base, cls, p.overrides, f"delta-{p.name}-{cls}", 4 * S.budget,
+                                               margin)) for p in points.values() for cls in DELTA_CLASSES]
     measured_for = distinct_runs(settings_of(named, by="run"))
     reps = list(dict.fromkeys(measured_for.values()))
     cfgs = dict(named)

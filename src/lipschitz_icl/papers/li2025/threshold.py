@@ -126,13 +126,19 @@ def _b3(ctx: Context, m: dict, readings: dict[str, ClaimResult], fig: str) -> Cl
             "P4c_variations_r": {st.name: c.L / math.sqrt(st.cfg.features.d / st.cfg.prompt.N)
                                  for st, tau, c in m["variations"] if tau == TAU and c.L}}
     result = claim("B3", crit, stat, sup, ref, settings=plan.all_shapes, readings=by_delta, figures=[fig],
-                   size=size_name(ctx), undecided_because="" if sup != ref else (
+                   size=size_name(ctx), notes=B3_GRID_NOTE, undecided_because="" if sup != ref else (
                        undecided_readings(by_delta) or "no reading has both a median and a CV of r in or out of the "
                        "margins: more settings varying d and N"))
     if forced_by:
         result.forced, result.forced_by = True, forced_by
         result.forced_reason = f"forced readings fix the verdict ({forced_by})"
     return result
+
+
+B3_GRID_NOTE = ("sqrt(d/n) does not move with Delta, so along a Delta reading where L_x ~ 1/Delta (rescale, tilt: "
+                "forced) the CV of r measures how far Delta was moved: over the quick size's Delta (sqrt 2, 0.8, 0.45) "
+                "it is 0.55 (beyond 0.5: not supported), over the full size's (sqrt 2, 1, 0.7, 0.45) 0.49 (between the "
+                "margins: inconclusive). The two sizes differ there by their Delta grid, not by their data.")
 
 
 def _b3_reading(plan: DeltaPlan, reading: str, readings: dict[str, ClaimResult]) -> dict:
