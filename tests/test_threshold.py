@@ -58,7 +58,10 @@ def test_relative_eps_is_forced_and_flat_in_rescaled_time(tiny_results):
     p4a = res["P4a"]
     assert p4a.forced and "eta L^2" in p4a.forced_reason
     assert p4a.censored == 0 and p4a.statistic["max_ratio"] <= 1.25
-    assert p4a.verdict == "not supported" and all(r["verdict"] == "not supported" for r in p4a.readings.values())
+    # at TINY (relative eps 0.2) the largest-L runs reach eps within the first steps: a time below 10 steps
+    # decides nothing, so the flat ratio is reported and the verdict waits
+    assert p4a.verdict == "inconclusive" and "below 10 steps" in p4a.undecided_because
+    assert all(r["unresolved"] for r in p4a.readings.values())
 
 
 def test_absolute_eps_threshold_is_where_the_initial_loss_meets_eps(tiny_results):

@@ -9,7 +9,7 @@ import numpy as np
 
 from ...experiments.claims import ClaimResult, claim, verdict
 from ...experiments.delta import READINGS, combined
-from ...experiments.evidence import run_settings
+from ...experiments.evidence import run_settings, unresolved
 from ...experiments.figures import captioned
 from ...experiments.registry import experiment
 from ...experiments.runner import Context, rel_runs, single_threaded
@@ -46,8 +46,9 @@ def _p4a(ctx: Context, m: dict, fig: str) -> ClaimResult:
             "protocol (copies step for step measured once). Budgets in rescaled time: each run gets "
             f"{RELATIVE_MARGIN:g}x the rescaled time of its setting's largest-L run, so a censored run bounds its "
             f"ratio below by {RELATIVE_MARGIN:g}. Statistic: per setting, max/min over L of the rescaled time "
-            "eta L^2 T_eps. Per Delta reading: supported (behaviour changes along L) if some setting's ratio exceeds "
-            "2 (a censored run counts as exceeding it); not supported if every ratio is <= 1.25 (one curve in "
+            "eta L^2 T_eps; a reading with a T_eps below 10 steps is inconclusive. Per Delta reading: supported "
+            "(behaviour changes along L) if some setting's ratio exceeds 2 (a censored run counts as exceeding it); "
+            "not supported if every ratio is <= 1.25 (one curve in "
             "rescaled time) and no run is censored. Combined by delta.combine: supported when every reading "
             "supports, not supported when some reading contradicts, inconclusive otherwise.")
     plan: DeltaPlan = m["plan"]
@@ -80,11 +81,14 @@ def _p4a_reading(m: dict, plan: DeltaPlan, reading: str, ratios: dict, censored:
     shapes = run_settings([r for n in dict.fromkeys(names) for r in m["relative"][n]])
     within = sorted({w for n in dict.fromkeys(names) for w in run_settings(m["relative"][n]).forced_by().split("; ")
                      if w})
+    early = unresolved({r.config.name: r.summary["T_eps"] for n in dict.fromkeys(names) for r in m["relative"][n]})
     outcome = verdict(bool(got) and max(got) > 2, bool(got) and max(got) <= 1.25 and cens == 0)
-    return {"verdict": outcome, "forced_by": shapes.forced_by() or "; ".join(within),
+    if early:  # a time inside the first steps decides nothing
+        outcome = verdict(False, False)
+    return {"verdict": outcome, "unresolved": early, "forced_by": shapes.forced_by() or "; ".join(within),
             "distinct_settings": shapes.distinct, "settings": shapes.members, "max_ratio": max(got) if got else None,
             "censored": cens, "undecided_because": "" if outcome != "inconclusive" else
-            "a ratio in (1.25, 2] or a censored run"}
+            (f"T_eps below 10 steps: {', '.join(early)}" if early else "a ratio in (1.25, 2] or a censored run")}
 
 
 

@@ -61,10 +61,7 @@ def _measure(ctx: Context) -> dict:
     rel = relative_runs(ctx, settings)
     leads = {st.name: max(rel[st.name], key=lambda r: r.config.task.L) for st in settings}
     absolute = absolute_runs(ctx, settings, leads)
-    s_ref = {}
-    for st in settings:
-        s_vals = [rescaled_time(r) for r in rel[st.name]]
-        s_ref[st.name] = float(np.median([s for s in s_vals if s])) if any(s_vals) else None
+    s_ref = {st.name: _median_rescaled_time(rel[st.name]) for st in settings}
     crossings = {st.name: crossing_of(ctx, st, TAU) for st in settings}
     variations = [(st, tau, crossing_of(ctx, st, tau)) for st, tau in variation_settings(ctx, base)]
     steps, step_runs = step_size_changes(ctx, settings, s_ref, ETA_FIXED)
@@ -74,17 +71,28 @@ def _measure(ctx: Context) -> dict:
 
 
 def _refined(ctx: Context, plan: DeltaPlan, base) -> dict:
-    """P4b's l0 and P4c's crossing at the finer approximation (evidence.refined_context), for the settings
-    of the readings that are not forced (a forced reading's outcome holds at every count law: its settings
-    share it)."""
+    """P4b's l0, P4c's crossing and P4d's bisection (with the small-step runs it rests on) at the finer
+    approximation (evidence.refined_context), for the settings of the readings that are not forced (a forced
+    reading's outcome holds at every count law: its settings share it)."""
     free = tuple(r for r, s in plan.shapes.items() if not s.forced_by())
     overrides = {ds.name: ds.overrides for pts in plan.points.values() for ds in pts}
     names = dict.fromkeys(plan.measured_for[ds.name] for r in free for ds in plan.points[r])
     fine_ctx, what = refined_context(ctx, (base.prompt.N, base.features.K))
     fine_base = paper_base(fine_ctx)
     fine = {n: make_setting(n, with_overrides(fine_base, [*overrides[n], f"name={n}"])) for n in names}
+    settings = list(fine.values())
+    rel = relative_runs(fine_ctx, settings)
+    s_ref = {st.name: _median_rescaled_time(rel[st.name]) for st in settings}
+    steps, _ = step_size_changes(fine_ctx, settings, s_ref, ETA_FIXED)
     return {"approximation": what, "readings": free, "loss0": {n: st.loss0 for n, st in fine.items()},
-            "L_tau": {n: crossing_of(fine_ctx, st, TAU).L for n, st in fine.items()}}
+            "L_tau": {n: crossing_of(fine_ctx, st, TAU).L for n, st in fine.items()},
+            "L_x_step": {n: steps[n].L_x if n in steps else None for n in fine}}
+
+
+def _median_rescaled_time(runs) -> float | None:
+    """The median small-step rescaled time eta L^2 T_eps of a setting's P4a runs (None when none reached eps)."""
+    got = [s for s in (rescaled_time(r) for r in runs) if s]
+    return float(np.median(got)) if got else None
 
 
 def _located(ctx: Context, cid: str, crit: str, m: dict, Lx: dict, extra: dict, invalid_because: str = "",
@@ -183,8 +191,8 @@ def _p4d(ctx: Context, m: dict, fig: str) -> ClaimResult:
             "time eta L^2 T_eps is outside [1/2, 2] x the small-step value s_ref of P4a's runs (a run still short of "
             "eps at 4x s_ref / (eta L^2) steps counts as outside). L_x by bisection on log L in [L_d/4, 4 L_d] (ends "
             "checked: unchanged at L_d/4, changed at 4 L_d), L_d = sqrt(2 / (eta lambda_1)) where eta = eta_max(L) = "
-            "2/lambda_max at Q = 0. Not refined: the bisection trains runs, and where a forced reading contradicts "
-            "the claim its outcome holds at every count law.")
+            "2/lambda_max at Q = 0. The bisection (and the small-step runs s_ref rests on) is repeated at the finer "
+            "approximation for the readings that are not forced; a verdict that moves is inconclusive.")
     steps, st_list = m["steps"], m["settings"]
     Lx = {st.name: steps[st.name].L_x if st.name in steps else None for st in st_list}
     L_d = {st.name: math.sqrt(2 / (ETA_FIXED * st.lam1)) for st in st_list}
@@ -196,8 +204,8 @@ def _p4d(ctx: Context, m: dict, fig: str) -> ClaimResult:
              "L_d_scaling": "L_d = sqrt(2/(eta lambda_1)) and lambda_1 grows like Delta^6 under a rescaling of the "
                             "features (Sigma ~ Delta^2, M ~ Delta^2 Q), so L_d ~ 1/Delta^3, not 1/(Delta delta)",
              "not_bracketed": [n for n, v in Lx.items() if v is None]}
-    return _located(ctx, "P4d", crit, m, Lx, extra, figures=[fig], censored=sum(c.censored for c in steps.values()),
-                    runs=rel_runs(ctx, m["step_runs"]))
+    return _located(ctx, "P4d", crit, m, Lx, extra, refined_Lx=m["refined"]["L_x_step"], figures=[fig],
+                    censored=sum(c.censored for c in steps.values()), runs=rel_runs(ctx, m["step_runs"]))
 
 
 def located_readings(ctx: Context, m: dict, fig: str) -> list[ClaimResult]:
