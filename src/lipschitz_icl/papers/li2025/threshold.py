@@ -92,7 +92,7 @@ def _p4a_reading(m: dict, plan: DeltaPlan, reading: str, ratios: dict, censored:
 
 
 
-def _p4(ctx: Context, readings: list[ClaimResult], fig: str) -> ClaimResult:
+def _p4(ctx: Context, m: dict, readings: list[ClaimResult], fig: str) -> ClaimResult:
     crit = ("P4 is the summary of its readings P4a (relative eps, forced), P4b (absolute eps), P4c (label noise) "
             "and P4d (fixed step size), each judged under the three Delta readings and combined. Supported if at "
             "least one reading that is not forced is supported (a change of behaviour along L whose location scales "
@@ -108,8 +108,8 @@ def _p4(ctx: Context, readings: list[ClaimResult], fig: str) -> ClaimResult:
     sup = any(r.verdict == "supported" for r in free)
     ref = bool(free) and all(r.verdict == "not supported" for r in free)
     why = "" if sup != ref else "; ".join(f"{r.id}: {r.undecided_because}" for r in free if r.undecided_because)
-    return claim("P4", crit, stat, sup, ref, figures=[fig], size=size_name(ctx), undecided_because=why or (
-        "" if sup != ref else "no reading decided: see P4a-P4d"))
+    return claim("P4", crit, stat, sup, ref, settings=m["plan"].all_shapes, figures=[fig], size=size_name(ctx),
+                 undecided_because=why or ("" if sup != ref else "no reading decided: see P4a-P4d"))
 
 
 def _b3(ctx: Context, m: dict, readings: dict[str, ClaimResult], fig: str) -> ClaimResult:
@@ -190,7 +190,7 @@ def exp_threshold(ctx: Context) -> list[ClaimResult]:
     m = measure_readings(ctx)
     fig = readings_figure(ctx, m, "threshold_readings")
     readings = {"P4a": _p4a(ctx, m, fig), **{r.id: r for r in located_readings(ctx, m, fig)}}
-    p4 = _p4(ctx, list(readings.values()), fig)
+    p4 = _p4(ctx, m, list(readings.values()), fig)
     return [p4, *readings.values(), _b3(ctx, m, readings, fig)]
 
 
