@@ -15,7 +15,7 @@ from ...experiments.registry import experiment
 from ...experiments.runner import Context, rel_runs, single_threaded
 from .threshold_delta import DeltaPlan, undecided_readings
 from .threshold_fig import readings_figure
-from .threshold_located import located_readings, measure_readings, size_name
+from .threshold_located import located_readings, measure_readings, settle_readings, size_name
 from .threshold_measure import RELATIVE_MARGIN, TAU, rescaled_time
 
 STATEMENTS = {  # the claims this file tests, word for word as the report and docs/CLAIMS.md give them
@@ -119,10 +119,16 @@ def _b3(ctx: Context, m: dict, readings: dict[str, ClaimResult], fig: str) -> Cl
             "some threshold reading the median r lies in [1/2, 2] and the CV of r across the Delta reading's "
             "distinct settings is <= 0.25 (L_x tracks sqrt(d/N)); not supported if for every threshold reading the "
             "median r lies outside [1/4, 4] or the CV of r exceeds 0.5. Combined by delta.combine: supported when "
-            "every Delta reading supports, not supported when some Delta reading contradicts.")
+            "every Delta reading supports, not supported when some Delta reading contradicts. The readings that are "
+            "not forced are judged again on the threshold readings' refined L_x; a verdict that moves is "
+            "inconclusive.")
     plan: DeltaPlan = m["plan"]
-    by_delta = {reading: _b3_reading(plan, reading, readings) for reading in READINGS}
+    lx = {cid: readings[cid].statistic.get("L_x_by_setting", {}) for cid in ("P4b", "P4c", "P4d")}
+    by_delta = {reading: _b3_reading(plan, reading, lx) for reading in READINGS}
     sup, ref, forced_by = combined(by_delta)
+    fine_lx = {cid: {**v, **readings[cid].refinement.get("statistic", {}).get("L_x_by_setting", {})}
+               for cid, v in lx.items()}
+    fine = {reading: _b3_reading(plan, reading, fine_lx) for reading in m["refined"]["readings"]}
     stat = {"by_Delta_reading": {r: {"verdict": v["verdict"], "forced_by": v["forced_by"]}
                                  for r, v in by_delta.items()},
             "by_reading": {cid: {r: v["by_reading"][cid] for r, v in by_delta.items()}
@@ -136,6 +142,9 @@ def _b3(ctx: Context, m: dict, readings: dict[str, ClaimResult], fig: str) -> Cl
     if forced_by:
         result.forced, result.forced_by = True, forced_by
         result.forced_reason = f"forced readings fix the verdict ({forced_by})"
+    settle_readings(result, by_delta, fine, m["refined"]["approximation"],
+                    {"by_Delta_reading": {r: v["verdict"] for r, v in fine.items()},
+                     "by_reading": {r: v["by_reading"] for r, v in fine.items()}})
     return result
 
 
@@ -145,13 +154,14 @@ B3_GRID_NOTE = ("sqrt(d/n) does not move with Delta, so along a Delta reading wh
                 "margins: inconclusive). The two sizes differ there by their Delta grid, not by their data.")
 
 
-def _b3_reading(plan: DeltaPlan, reading: str, readings: dict[str, ClaimResult]) -> dict:
-    """B3 under one Delta reading: r = L_x / sqrt(d/N) over its distinct settings, per threshold reading."""
+def _b3_reading(plan: DeltaPlan, reading: str, lx: dict[str, dict]) -> dict:
+    """B3 under one Delta reading: r = L_x / sqrt(d/N) over its distinct settings, per threshold reading (``lx``:
+    threshold reading -> L_x by measured setting)."""
     names = list(dict.fromkeys(plan.measured_for[ds.name] for ds in plan.points[reading]))
     cfgs = {n: plan.members[n].cfg for n in names}
     per = {}
     for cid in ("P4b", "P4c", "P4d"):
-        Lx = readings[cid].statistic.get("L_x_by_setting", {})
+        Lx = lx[cid]
         r = [Lx[n] / math.sqrt(cfgs[n].features.d / cfgs[n].prompt.N) for n in names if Lx.get(n)]
         per[cid] = {"median_r": float(np.median(r)) if r else None,
                     "cv_r": float(np.std(r, ddof=1) / np.mean(r)) if len(r) >= 2 else None, "n": len(r)}

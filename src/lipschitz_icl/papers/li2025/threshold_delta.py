@@ -106,7 +106,7 @@ def located_by_reading(plan: DeltaPlan, L_x: dict[str, float | None], invalid_be
 def readings_summary(readings: dict[str, dict]) -> dict[str, dict]:
     """The readings' verdicts and deciding numbers, for a claim's statistic."""
     return {r: {k: v[k] for k in ("verdict", "forced_by", "distinct_settings", "slope", "local_slopes",
-                                  "cv_Lx_dd", "median_Lx_over_Lstar")} for r, v in readings.items()}
+                                  "cv_Lx_dd", "median_Lx_over_Lstar", "Delta_delta_span")} for r, v in readings.items()}
 
 
 def undecided_readings(readings: dict[str, dict]) -> str:

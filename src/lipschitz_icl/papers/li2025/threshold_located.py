@@ -116,15 +116,22 @@ def _located(ctx: Context, cid: str, crit: str, m: dict, Lx: dict, extra: dict, 
         result.forced, result.forced_by = True, forced_by
         result.forced_reason = f"forced readings fix the verdict ({forced_by})"
     if refined_Lx is not None:
-        fine = {**readings, **located_by_reading(plan, refined_Lx, invalid_because, m["refined"]["readings"])}
-        fine_verdict = verdict(*combined(fine)[:2])
-        result.refinement = refinement(result.verdict, fine_verdict, m["refined"]["approximation"],
-                                       {"readings": readings_summary(fine), "L_x_by_setting": refined_Lx})
-        result.verdict, why = settle(result.verdict, result.refinement)
-        result.undecided_because = why
+        fine = located_by_reading(plan, refined_Lx, invalid_because, m["refined"]["readings"])
+        settle_readings(result, readings, fine, m["refined"]["approximation"],
+                        {"readings": readings_summary({**readings, **fine}), "L_x_by_setting": refined_Lx})
     if result.verdict == "inconclusive" and not result.undecided_because:
         result.undecided_because = undecided_readings(readings) or "the readings neither all support nor contradict"
     return result
+
+
+def settle_readings(result: ClaimResult, readings: dict[str, dict], fine: dict[str, dict], approximation: str,
+                    statistic: dict) -> None:
+    """Judge ``result`` again with the readings of ``fine`` (those recomputed at the finer approximation) in
+    place of its own: ``result.refinement`` records it, and a combined verdict that moves is inconclusive."""
+    fine_verdict = verdict(*combined({**readings, **fine})[:2])
+    result.refinement = refinement(result.verdict, fine_verdict, approximation, statistic)
+    result.verdict, why = settle(result.verdict, result.refinement)
+    result.undecided_because = why or result.undecided_because
 
 
 def _p4b(ctx: Context, m: dict, fig: str) -> ClaimResult:

@@ -11,7 +11,7 @@ from ...experiments.runner import Context, single_threaded
 from ..li2025.threshold import FORCED_P4A, READINGS_CAPTION
 from ..li2025.threshold_delta import undecided_readings
 from ..li2025.threshold_fig import readings_figure
-from ..li2025.threshold_located import located_readings, measure_readings, size_name
+from ..li2025.threshold_located import located_readings, measure_readings, settle_readings, size_name
 
 STATEMENTS = {  # the claims this file tests, word for word as the report and docs/CLAIMS.md give them
     "R5": "The two regimes separate visibly (R5): plotted against L/L*, some reading of the threshold shows a change "
@@ -33,12 +33,16 @@ def exp_regimes_visible(ctx: Context) -> list[ClaimResult]:
             "collapses against L / L* (CV of L_x / L* <= 0.25 over settings spanning >= 3x in Delta delta) and lies "
             "within [1/3, 3] L* (median); not supported if no threshold reading has a CV <= 0.5, or every one that "
             "has lies outside [1/10, 10] L*; otherwise inconclusive. Combined by delta.combine: supported when every "
-            "Delta reading supports, not supported when some Delta reading (forced or not) contradicts.")
+            "Delta reading supports, not supported when some Delta reading (forced or not) contradicts. The readings "
+            "that are not forced are judged again on the threshold readings' refined L_x; a verdict that moves is "
+            "inconclusive.")
     m = measure_readings(ctx)  # P4's measurements when exp_threshold ran first in this process
     fig = readings_figure(ctx, m, "regimes_visible")
     located = located_readings(ctx, m, fig)
-    by_delta = {reading: _r5_reading(reading, located) for reading in READINGS}
+    by_delta = {reading: _r5_reading(reading, {r.id: r.readings[reading] for r in located}) for reading in READINGS}
     sup, ref, forced_by = combined(by_delta)
+    fine = {reading: _r5_reading(reading, {r.id: r.refinement["statistic"]["readings"][reading] for r in located})
+            for reading in m["refined"]["readings"]}
     stat = {"by_Delta_reading": {r: {"verdict": v["verdict"], "forced_by": v["forced_by"]}
                                  for r, v in by_delta.items()},
             "by_reading": {r.id: {d: v["by_reading"][r.id] for d, v in by_delta.items()} for r in located},
@@ -50,20 +54,23 @@ def exp_regimes_visible(ctx: Context) -> list[ClaimResult]:
     if forced_by:
         result.forced, result.forced_by = True, forced_by
         result.forced_reason = f"forced readings fix the verdict ({forced_by})"
+    settle_readings(result, by_delta, fine, m["refined"]["approximation"],
+                    {"by_reading": {r: v["by_reading"] for r, v in fine.items()}})
     return [result]
 
 
-def _r5_reading(reading: str, located: list[ClaimResult]) -> dict:
-    """R5 under one Delta reading, from the located changes of P4b-P4d on its settings."""
-    per = {r.id: {"cv_Lx_over_Lstar": r.readings[reading]["cv_Lx_dd"], "median_Lx_over_Lstar":
-                  r.readings[reading]["median_Lx_over_Lstar"], "dd_span": r.readings[reading]["Delta_delta_span"]}
-           for r in located}
+def _r5_reading(reading: str, located: dict[str, dict]) -> dict:
+    """R5 under one Delta reading, from the located changes of P4b-P4d on its settings (``located``: threshold
+    reading -> its outcome under this Delta reading)."""
+    per = {cid: {"cv_Lx_over_Lstar": v["cv_Lx_dd"], "median_Lx_over_Lstar": v["median_Lx_over_Lstar"],
+                 "dd_span": v["Delta_delta_span"]} for cid, v in located.items()}
     ok = [v for v in per.values() if v["cv_Lx_over_Lstar"] is not None and (v["dd_span"] or 0) >= 3]
     sup = any(v["cv_Lx_over_Lstar"] <= 0.25 and 1 / 3 <= v["median_Lx_over_Lstar"] <= 3 for v in ok)
     collapsing = [v for v in ok if v["cv_Lx_over_Lstar"] <= 0.5]
     ref = bool(ok) and (not collapsing or all(not (0.1 <= v["median_Lx_over_Lstar"] <= 10) for v in collapsing))
     outcome = verdict(sup, ref)
-    return {"verdict": outcome, "forced_by": located[0].readings[reading]["forced_by"],
-            "distinct_settings": located[0].readings[reading]["distinct_settings"], "by_reading": per,
+    first = next(iter(located.values()))
+    return {"verdict": outcome, "forced_by": first["forced_by"], "distinct_settings": first["distinct_settings"],
+            "by_reading": per,
             "undecided_because": "" if outcome != "inconclusive" else
             "no threshold reading both collapses near L* nor fails to (or Delta delta spans < 3x)"}
