@@ -15,7 +15,7 @@ from ...experiments.registry import experiment
 from ...experiments.runner import Context, rel_runs, single_threaded
 from .threshold_delta import DeltaPlan, undecided_readings
 from .threshold_fig import readings_figure
-from .threshold_located import located_readings, measure_readings, settle_readings, size_name
+from .threshold_located import located_readings, mark_forced, measure_readings, settle_readings, size_name
 from .threshold_measure import RELATIVE_MARGIN, TAU, rescaled_time
 
 STATEMENTS = {  # the claims this file tests, word for word as the report and docs/CLAIMS.md give them
@@ -139,9 +139,7 @@ def _b3(ctx: Context, m: dict, readings: dict[str, ClaimResult], fig: str) -> Cl
                    size=size_name(ctx), notes=B3_GRID_NOTE, undecided_because="" if sup != ref else (
                        undecided_readings(by_delta) or "no reading has both a median and a CV of r in or out of the "
                        "margins: more settings varying d and N"))
-    if forced_by:
-        result.forced, result.forced_by = True, forced_by
-        result.forced_reason = f"forced readings fix the verdict ({forced_by})"
+    mark_forced(result, forced_by)
     settle_readings(result, by_delta, fine, m["refined"]["approximation"],
                     {"by_Delta_reading": {r: v["verdict"] for r, v in fine.items()},
                      "by_reading": {r: v["by_reading"] for r, v in fine.items()}})

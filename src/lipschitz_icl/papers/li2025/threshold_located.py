@@ -112,9 +112,7 @@ def _located(ctx: Context, cid: str, crit: str, m: dict, Lx: dict, extra: dict, 
             **extra}
     result = claim(cid, crit + " " + DELTA_RULE, stat, sup, ref, settings=plan.all_shapes, readings=readings,
                    size=size_name(ctx), notes=FORCED_NOTE, **kw)
-    if forced_by:
-        result.forced, result.forced_by = True, forced_by
-        result.forced_reason = f"forced readings fix the verdict ({forced_by})"
+    mark_forced(result, forced_by)
     if refined_Lx is not None:
         fine = located_by_reading(plan, refined_Lx, invalid_because, m["refined"]["readings"])
         settle_readings(result, readings, fine, m["refined"]["approximation"],
@@ -122,6 +120,13 @@ def _located(ctx: Context, cid: str, crit: str, m: dict, Lx: dict, extra: dict, 
     if result.verdict == "inconclusive" and not result.undecided_because:
         result.undecided_because = undecided_readings(readings) or "the readings neither all support nor contradict"
     return result
+
+
+def mark_forced(result: ClaimResult, forced_by: str) -> None:
+    """Mark ``result`` forced when its forced Delta readings alone fix its verdict (``delta.combined``)."""
+    if forced_by:
+        result.forced, result.forced_by = True, forced_by
+        result.forced_reason = f"forced readings fix the verdict ({forced_by})"
 
 
 def settle_readings(result: ClaimResult, readings: dict[str, dict], fine: dict[str, dict], approximation: str,

@@ -11,7 +11,7 @@ from ...experiments.runner import Context, single_threaded
 from ..li2025.threshold import FORCED_P4A, READINGS_CAPTION
 from ..li2025.threshold_delta import undecided_readings
 from ..li2025.threshold_fig import readings_figure
-from ..li2025.threshold_located import located_readings, measure_readings, settle_readings, size_name
+from ..li2025.threshold_located import located_readings, mark_forced, measure_readings, settle_readings, size_name
 
 STATEMENTS = {  # the claims this file tests, word for word as the report and docs/CLAIMS.md give them
     "R5": "The two regimes separate visibly (R5): plotted against L/L*, some reading of the threshold shows a change "
@@ -51,9 +51,7 @@ def exp_regimes_visible(ctx: Context) -> list[ClaimResult]:
                    size=size_name(ctx), runs=[], undecided_because="" if sup != ref else (
                        undecided_readings(by_delta) or "no reading both collapses and is located near L*, nor fails "
                        "to: more settings spanning Delta delta"))
-    if forced_by:
-        result.forced, result.forced_by = True, forced_by
-        result.forced_reason = f"forced readings fix the verdict ({forced_by})"
+    mark_forced(result, forced_by)
     settle_readings(result, by_delta, fine, m["refined"]["approximation"],
                     {"by_reading": {r: v["by_reading"] for r, v in fine.items()}})
     return [result]
