@@ -11,7 +11,7 @@ import numpy as np
 
 import lipschitz_icl as li
 from lipschitz_icl.experiments.claims import INCONCLUSIVE, NOT_SUPPORTED, SUPPORTED, claim
-from lipschitz_icl.experiments.delta import combine, delta_settings
+from lipschitz_icl.experiments.delta import combine, combined, delta_settings, distinct_runs, power_law_reading
 from lipschitz_icl.experiments.evidence import (
     power_law,
     refinement,
@@ -86,3 +86,38 @@ def test_the_readings_combine_by_the_stated_rule():
     assert combine({"rescale": SUPPORTED, "tilt": SUPPORTED, "pair": SUPPORTED}) == (True, False)
     assert combine({"rescale": NOT_SUPPORTED, "tilt": SUPPORTED, "pair": SUPPORTED}) == (False, True)
     assert combine({"rescale": INCONCLUSIVE, "tilt": SUPPORTED, "pair": SUPPORTED}) == (False, False)
+
+
+def test_forced_readings_that_contradict_fix_the_combined_verdict_and_are_named():
+    free_fails = {"rescale": {"verdict": SUPPORTED, "forced_by": "feature rescaling"},
+                  "pair": {"verdict": NOT_SUPPORTED, "forced_by": ""}}
+    assert combined(free_fails) == (False, True, "")  # the pair decides: not forced
+    forced_fails = {"rescale": {"verdict": NOT_SUPPORTED, "forced_by": "feature rescaling"},
+                    "pair": {"verdict": SUPPORTED, "forced_by": ""}}
+    assert combined(forced_fails) == (False, True, "rescale: feature rescaling")  # refuted by the mathematics
+    all_forced = {"rescale": {"verdict": SUPPORTED, "forced_by": "feature rescaling"},
+                  "tilt": {"verdict": SUPPORTED, "forced_by": "symmetric features"}}
+    assert combined(all_forced)[:2] == (True, False) and "tilt: symmetric features" in combined(all_forced)[2]
+
+
+def test_a_power_law_reading_supports_only_a_straight_log_log_line_near_its_prediction():
+    x = [0.5, 0.7, 1.0, 1.4]
+    assert power_law_reading(x, [3.0 / v**2 for v in x], -2.0, 0.3)["verdict"] == SUPPORTED
+    assert power_law_reading(x, [3.0 / v**6 for v in x], -2.0, 0.3)["verdict"] == NOT_SUPPORTED  # a law, too steep
+    # curved (local slopes -1.3 to -2.9, the pair reading of P5): no power law, however close the average slope
+    curved = power_law_reading(x, [10539.0, 6716.0, 2378.0, 1372.0], -2.0, 0.3)
+    assert curved["verdict"] == NOT_SUPPORTED and not curved["is_power_law"] and abs(curved["slope"] + 2) < 0.3
+    assert power_law_reading(x, [3.0 / v**2 for v in x], -2.0, 0.3, censored=1)["verdict"] == INCONCLUSIVE
+    assert power_law_reading(x[:2], [1.0, 0.5], -2.0, 0.3)["verdict"] == INCONCLUSIVE  # two points: no test
+    short = power_law_reading(x[2:] + [1.2], [1.0, 0.5, 0.7], 1.0, 0.3, min_span=3)
+    assert short["verdict"] == INCONCLUSIVE and "spans" in short["undecided_because"]
+
+
+def test_copies_step_for_step_are_measured_once(tmp_path):
+    ctx = Context(out=tmp_path, quick=True, sizes=TINY)
+    named = [(s.name, _cfg(*s.overrides)) for r in ("rescale", "tilt", "pair")
+             for s in delta_settings(ctx, r, 5, [1.4142135623730951, 0.7])]
+    measured = distinct_runs(settings_of(named, by="run"))
+    # every reading's sqrt 2 is the orthonormal base; rescale and tilt at one Delta are one run; the pair is not
+    assert measured["tilt-D1.414"] == measured["pair-D1.414"] == "rescale-D1.414"
+    assert measured["tilt-D0.7"] == "rescale-D0.7" and measured["pair-D0.7"] == "pair-D0.7"

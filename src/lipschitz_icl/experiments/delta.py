@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..store import atomic_write_npy
+from .claims import INCONCLUSIVE, NOT_SUPPORTED, verdict
+from .evidence import Settings, power_law
 from .runner import Context
 
 READINGS = ("rescale", "tilt", "pair")
@@ -90,3 +92,41 @@ def combine(verdicts: dict[str, str]) -> tuple[bool, bool]:
     it, not supported when some reading contradicts it (forced or not), inconclusive otherwise."""
     values = list(verdicts.values())
     return all(v == "supported" for v in values), any(v == "not supported" for v in values)
+
+
+def combined(readings: dict[str, dict]) -> tuple[bool, bool, str]:
+    """(supported, refuted, forced_by) of a claim from its readings' outcomes (each {"verdict", "forced_by",
+    ...}) by ``combine``; ``forced_by`` is non-empty when the forced readings alone fix the combined verdict
+    (some forced reading contradicts the claim, or every reading is forced): it names them and their
+    invariances."""
+    sup, ref = combine({name: r["verdict"] for name, r in readings.items()})
+    forced = {name: r["forced_by"] for name, r in readings.items() if r.get("forced_by")}
+    deciding = {n: f for n, f in forced.items() if readings[n]["verdict"] == NOT_SUPPORTED}
+    if not deciding and forced and len(forced) == len(readings):
+        deciding = forced
+    return sup, ref, "; ".join(f"{n}: {f}" for n, f in deciding.items())
+
+
+def distinct_runs(settings: Settings) -> dict[str, str]:
+    """Each setting's name -> the name of the setting measured for it (its group's first member), for
+    settings grouped ``by="run"``: a copy step for step is measured once."""
+    return {m: g.members[0] for g in settings.groups for m in g.members}
+
+
+def power_law_reading(x: list[float], y: list[float | None], predicted: float, margin: float,
+                      censored: int = 0, min_span: float = 1.0) -> dict:
+    """One reading's outcome for 'y ~ x^predicted' on a deterministic curve (one value per distinct x): the
+    exact slope and local slopes (``evidence.power_law``), supported when it is a power law whose slope lies
+    within ``margin`` of ``predicted``, not supported when it is no power law or its slope lies further,
+    inconclusive with fewer than 3 values, x spanning less than ``min_span`` times, or a censored run."""
+    law = power_law(x, y)
+    xs = [a for a, b in zip(x, y, strict=True) if b is not None and b > 0 and a > 0]
+    span = max(xs) / min(xs) if xs else None
+    out = {**law.as_dict(), "predicted": predicted, "margin": margin, "censored": censored, "x_span": span}
+    why = (f"{censored} censored run(s)" if censored else law.reason if len(law.local_slopes) < 2 else
+           f"x spans {span:.3g}x (needs >= {min_span:g}x)" if span < min_span else "")
+    if why:
+        return {**out, "verdict": INCONCLUSIVE, "undecided_because": why}
+    near = abs(law.slope - predicted) <= margin
+    return {**out, "verdict": verdict(law.is_power_law and near, not law.is_power_law or not near),
+            "undecided_because": ""}

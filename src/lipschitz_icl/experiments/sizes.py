@@ -33,7 +33,9 @@ class Sizes:
     linear_eps_rel: float  # accuracy asked in the linear case, relative to the initial loss (R8)
     blog_steps: int = 500  # the write-up's experiment: 500 Adam steps
     # the threshold readings (P4a-P4d, B3, R5): settings, bisections, budgets
-    thr_settings: int = 9  # settings of threshold_measure.SETTINGS used (spanning Delta delta)
+    # Delta of the threshold's settings under each reading of the one Delta protocol (experiments/delta.py);
+    # sqrt 2 is the orthonormal base
+    thr_deltas: tuple[float, ...] = (1.4142135623730951, 0.8, 0.45)
     thr_L_factors: tuple[float, ...] = (0.5, 1.0, 2.0)  # L / L* of the relative-eps runs (P4a)
     thr_eps_rel: float = 1e-2  # relative eps of the P4a and P4d runs
     thr_steps: int = 10000  # step budget of a threshold run
@@ -53,15 +55,16 @@ FULL = Sizes(draws=128, budget=40000, log_every=10, n_L=10, seeds=3, eps_rel=1e-
              ext_kernel_steps=20000, ext_log_every=20, sampled_steps=3000, batch=512, test=2048, n_grid=5,
              kernel_samples=4096, continuous_steps=3000, transformer_steps=4000, curriculum_steps=80000,
              linear_eps_rel=1e-3,
-             thr_L_factors=(0.5, 0.707, 1.0, 1.414, 2.0), thr_eps_rel=1e-3, thr_steps=40000, thr_bisect=20,
+             thr_deltas=(1.4142135623730951, 1.0, 0.7, 0.45), thr_L_factors=(0.5, 0.707, 1.0, 1.414, 2.0),
+             thr_eps_rel=1e-3, thr_steps=40000, thr_bisect=20,
              thr_stab_bisect=10)
 TINY = Sizes(draws=8, budget=150, log_every=5, n_L=5, seeds=1, eps_rel=0.2, blog_seeds=1, finite_M=(8, 16),
              tuned_L_factors=(0.25, 0.5, 2.0, 4.0),
              ext_kernel_steps=120, ext_log_every=5, sampled_steps=40, batch=32, test=32, n_grid=2,
              kernel_samples=256, continuous_steps=30, transformer_steps=30, curriculum_steps=200,
              linear_eps_rel=1e-2, blog_steps=30,
-             thr_settings=3, thr_L_factors=(0.5, 2.0), thr_eps_rel=0.2, thr_steps=300, thr_bisect=3,
-             thr_stab_bisect=1, thr_variations=False)
+             thr_deltas=(1.4142135623730951, 0.7), thr_L_factors=(0.5, 2.0), thr_eps_rel=0.2, thr_steps=300,
+             thr_bisect=3, thr_stab_bisect=1, thr_variations=False)
 
 
 def sizes(quick: bool) -> Sizes:

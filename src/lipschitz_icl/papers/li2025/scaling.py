@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -18,29 +17,42 @@ from ... import plots
 from ...api import Run
 from ...config import Config
 from ...experiments.claims import ClaimResult, claim
+from ...experiments.delta import combined, power_law_reading
 from ...experiments.figures import captioned
 from ...experiments.measure import L_star_of, breakpoint_loglog, fit_dict, safe_fit, slope_matches
 from ...experiments.registry import experiment
 from ...experiments.runner import Context, censored_runs, paper_base, rel_runs, run_group, with_budget, with_overrides
 from ...experiments.uncertainty import bootstrap_loglog_slope
 from ...fits import Fit
-from ...store import atomic_write_npy
-from .delta_axis import DELTA_CLASSES, DELTA_CV_AGREES, DELTA_CV_DISAGREES, DeltaAxis, delta_axis
+from .delta_axis import (
+    DELTA_AXIS_POINT,
+    DELTA_CLASSES,
+    DELTA_CV_AGREES,
+    DELTA_CV_DISAGREES,
+    DeltaAxis,
+    delta_axis,
+    delta_axis_check,
+)
+from .scaling_delta import DELTA_RULE_P5, DeltaReadings, delta_readings
+from .threshold_delta import undecided_readings
 
 AXIS_MARGIN, AXIS_CAP = 10.0, 25  # budgets: 10x the theory's time on the flat axes; never above 25x the size's budget
 
 CRITERION_P5 = (
-    "In the flat regime (L < L*), fitted log-log slopes of T_eps (relative eps; every run's budget is 3x (L axis) or "
+    "In the flat regime (L < L*), log-log slopes of T_eps (relative eps; every run's budget is 3x (L axis) or "
     f"{AXIS_MARGIN:g}x (the other axes, at most {AXIS_CAP}x the size's budget) the theory's time scale for its "
-    "setting, so censored runs are counted, never dropped silently): against L "
-    "(predicted -2), eta (-1), Delta (-2), and against K log(K/eps) (+1); and the delta axis: "
+    "setting, so censored runs are counted, never dropped silently): against L (predicted -2), eta (-1), Delta "
+    "(-2, under the three Delta readings below) and K log(K/eps) (+1); and the delta axis: "
     f"T_1 eta L^2 delta^2 Delta^2 across the classes {', '.join(DELTA_CLASSES)} at L = L*/2 (predicted equal: "
-    f"coefficient of variation <= {DELTA_CV_AGREES}, disagrees above {DELTA_CV_DISAGREES}). The L and eta slopes "
-    "are fixed by the eta L^2 invariance (reported, not part of the verdict). Supported if the Delta and K "
-    "slopes' 95% intervals contain their predictions or lie within 0.3 of them and the delta axis agrees; not "
-    "supported if either interval excludes its prediction by more than 0.3 or the delta axis disagrees. An axis "
-    "with a censored run decides nothing unless its censored runs, bounded below by their budget, lie on the "
-    "side that keeps the verdict.")
+    f"coefficient of variation <= {DELTA_CV_AGREES}, disagrees above {DELTA_CV_DISAGREES}), at the base geometry "
+    f"and at Delta = {DELTA_AXIS_POINT:g} under each Delta reading, combined over the readings by delta.combine "
+    "(symmetric features make every rotation-invariant class one shape: those readings are forced). The L and eta "
+    "slopes "
+    "are fixed by the eta L^2 invariance (reported, not part of the verdict). The K axis is a deterministic curve: "
+    "it agrees when its local slopes lie within 0.3 of its exact slope (a power law) and that slope within 0.3 of "
+    "+1, and disagrees when it is no power law or its slope lies further. Supported if the Delta readings "
+    "combine to supported, the K axis agrees and the delta axis agrees; not supported if the Delta readings "
+    "combine to not supported, or the K or the delta axis disagrees. An axis with a censored run decides nothing.")
 FORCED_P5 = ("slopes in L (-2) and eta (-1): f = L g makes gradient descent depend on (eta, L) only through "
              "eta L^2, so T = s(eps) / (eta L^2) at small steps whatever the data")
 CRITERION_B1 = (
@@ -73,13 +85,12 @@ class FlatAxes:
     """The flat-regime sweeps over eta, Delta and K, and their fits of T_eps."""
     runs: list[Run]
     fit_eta: Fit | None
-    fit_Delta: Fit | None
-    fit_KlogK: Fit | None
+    K_runs: list[Run]
     L_flat: float
     figure: str
     censored: dict[str, list[str]]  # axis -> names of its runs that missed their target
-    delta: DeltaAxis
-    fit_Delta_tilt: Fit | None  # the uniform tilt: a rescaling, slope -6 forced (UNIFORM_TILT_NOTE)
+    delta: DeltaAxis  # the delta axis: T_1 eta L^2 delta^2 Delta^2 across classes
+    Delta: DeltaReadings  # the Delta axis under the three readings of the one Delta protocol
 
 
 STATEMENTS = {  # the claims this file tests, word for word as the report and docs/CLAIMS.md give them
@@ -152,68 +163,63 @@ def _sweep_flat_axes(ctx: Context, cfg: Config, L_star: float) -> FlatAxes:
     flat = with_overrides(cfg, [f"task.L={L_flat:.6g}"])
     etas = [0.5, 1.0, 2.0, 4.0]
     r_eta = _axis_sweep(ctx, flat, "scaling-eta", "(c) T against eta", "train.lr", etas, lambda v: f"eta{v:g}")
-    # Delta by geometry, not by scale: unit vectors v_k ~ e_k + t u (u the unit diagonal) come closer
-    # as t grows, while delta = 1/sqrt(d) stays fixed for the linear class and L* = 1/(Delta delta) grows
-    flat_D = with_overrides(cfg, [f"task.L={0.5 * L_star:.6g}"])
-    # Delta by one pair: v_1 rotated towards v_0 (the other pairs stay sqrt 2 apart), the reading in which
-    # the Delta slope is not fixed by the geometry; the uniform tilt is a rescaling (see UNIFORM_TILT_NOTE)
-    pairs = [_pair_features(ctx, cfg.features.K, D) for D in PAIR_DELTAS]
-    r_D = _axis_sweep(ctx, flat_D, "scaling-Delta", "(c) T against Delta", "features.path", pairs,
-                      lambda v: f"Delta-{Path(v).stem}")
-    tilts = [_tilted_features(ctx, cfg.features.K, t) for t in (0.0, 0.2, 0.4)]
-    r_tilt = _axis_sweep(ctx, flat_D, "scaling-Delta-tilt", "(c) T against Delta (uniform tilt)", "features.path",
-                         tilts, lambda v: f"Delta-{Path(v).stem}")
+    dr = delta_readings(ctx, AXIS_CAP * ctx.sizes.budget, AXIS_MARGIN)
     flat_K = with_overrides(cfg, ["features.d=8", "task.L=1.0"])  # d = 8: L* = 2 for every K
     r_K = _axis_sweep(ctx, flat_K, "scaling-K", "(c) T against K", "features.K", KS, lambda v: f"K{v}")
     eps = ctx.sizes.eps_rel
     fit_eta = safe_fit([r.config.train.lr for r in r_eta], [r.summary["T_eps"] for r in r_eta])
-    fit_D = safe_fit([r.summary["Delta"] for r in r_D], [r.summary["T_eps"] for r in r_D])
-    fit_tilt = safe_fit([r.summary["Delta"] for r in r_tilt], [r.summary["T_eps"] for r in r_tilt])
-    fit_K = safe_fit([k * math.log(k / eps) for k in KS], [r.summary["T_eps"] for r in r_K])
-    figure = _axes_figure(ctx, r_eta, r_D, r_K, KS, eps)
-    censored = {"eta": censored_runs(r_eta), "Delta": censored_runs(r_D), "Delta_tilt": censored_runs(r_tilt),
-                "KlogK": censored_runs(r_K)}
-    return FlatAxes(r_eta + r_D + r_tilt + r_K, fit_eta, fit_D, fit_K, L_flat, figure, censored, delta_axis(ctx),
-                    fit_tilt)
+    figure = _axes_figure(ctx, r_eta, dr, r_K, KS, eps)
+    censored = {"eta": censored_runs(r_eta), "Delta": dr.censored, "KlogK": censored_runs(r_K)}
+    return FlatAxes(r_eta + dr.runs + r_K, fit_eta, r_K, L_flat, figure, censored, delta_axis(ctx), dr)
 
 
 def _claim_p5(ctx: Context, sweep: LSweep, flat: FlatAxes) -> ClaimResult:
     fit_L = sweep.fits["Teps_below"]
     below = [r for r in sweep.runs if r.config.task.L < sweep_L_star(sweep)]
     censored = {"L": censored_runs(below), **flat.censored, "delta": flat.delta.censored}
-    fits = {"Delta": (flat.fit_Delta, -2.0), "KlogK": (flat.fit_KlogK, 1.0)}
-    checks = {axis: _censored_check(fit, pred, len(censored[axis]), axis) for axis, (fit, pred) in fits.items()}
-    cv = flat.delta.cv
-    checks["delta"] = (False, False) if cv is None or censored["delta"] else \
-        (cv <= DELTA_CV_AGREES, cv > DELTA_CV_DISAGREES)
-    stat = {**fit_dict(fit_L, "L"), **fit_dict(flat.fit_eta, "eta"), **fit_dict(flat.fit_Delta, "Delta"),
-            **fit_dict(flat.fit_Delta_tilt, "Delta_uniform_tilt"),
-            **fit_dict(flat.fit_KlogK, "KlogK"), "L_flat_for_other_axes": flat.L_flat,
-            "forced_slopes": {"L": True, "eta": True, "Delta": False, "Delta_uniform_tilt": True, "KlogK": False,
-                              "delta": False},
+    K_x = [k * math.log(k / ctx.sizes.eps_rel) for k in KS]
+    K_axis = power_law_reading(K_x, [r.summary["T_eps"] for r in flat.K_runs], 1.0, 0.3,
+                               censored=len(censored["KlogK"]))
+    Delta_ok, Delta_bad, Delta_forced = combined(flat.Delta.readings)
+    delta_ok, delta_bad, delta_forced = delta_axis_check(flat.delta)
+    checks = {"Delta": (Delta_ok, Delta_bad), "KlogK": (K_axis["verdict"] == "supported",
+                                                       K_axis["verdict"] == "not supported"),
+              "delta": (delta_ok, delta_bad)}
+    stat = {**fit_dict(fit_L, "L"), **fit_dict(flat.fit_eta, "eta"),
+            "Delta_readings": {r: {k: v[k] for k in ("verdict", "forced_by", "distinct_settings", "slope",
+                                                     "local_slopes")} for r, v in flat.Delta.readings.items()},
+            "Delta_lo": None, "Delta_hi": None, "KlogK_lo": None, "KlogK_hi": None,  # no residual intervals
+            "KlogK_slope": K_axis["slope"], "KlogK_local_slopes": K_axis["local_slopes"],
+            "KlogK_is_power_law": K_axis["is_power_law"], "L_flat_for_other_axes": flat.L_flat,
+            "forced_slopes": {"L": True, "eta": True, "KlogK": False, "delta": bool(delta_forced),
+                              **{f"Delta_{r}": bool(v["forced_by"]) for r, v in flat.Delta.readings.items()}},
             "L_eta_agree": {"L": slope_matches(fit_L, -2)[0], "eta": slope_matches(flat.fit_eta, -1)[0]},
-            "delta_axis_T1_eta_L2_delta2_Delta2": flat.delta.values, "delta_axis_cv": cv,
+            "delta_axis_T1_eta_L2_delta2_Delta2": flat.delta.values, "delta_axis_cv": flat.delta.cv,
+            "delta_axis_readings": {r: {k: v[k] for k in ("verdict", "forced_by", "distinct_settings", "cv_base",
+                                                          "cv_moved")} for r, v in flat.delta.readings.items()},
             "censored_by_axis": {k: len(v) for k, v in censored.items()}, "censored_runs": censored,
             "checks": {k: {"agrees": a, "disagrees": b} for k, (a, b) in checks.items()},
             "Delta_note": UNIFORM_TILT_NOTE}
+    why = {"Delta": undecided_readings(flat.Delta.readings), "KlogK": K_axis["undecided_because"],
+           "delta": undecided_readings(flat.delta.readings)}
     undecided = [k for k, (a, b) in checks.items() if not a and not b]
-    interval = {f"{k}_slope": [f.lo, f.hi] for k, (f, _) in fits.items() if f is not None}
-    return claim("P5", CRITERION_P5, stat, all(a for a, _ in checks.values()), any(b for _, b in checks.values()),
-                 figures=[sweep.figure, flat.figure], runs=rel_runs(ctx, sweep.runs + flat.runs + flat.delta.runs),
-                 forced=False, forced_reason=FORCED_P5, censored=sum(len(v) for v in censored.values()),
-                 interval=interval, undecided_because="" if not undecided else
-                 f"axes {', '.join(undecided)} undecided (censored runs or an interval between the margins); "
-                 "larger budgets and more values on those axes decide it")
+    result = claim("P5", CRITERION_P5 + " " + DELTA_RULE_P5, stat, all(a for a, _ in checks.values()),
+                   any(b for _, b in checks.values()), settings=flat.Delta.settings, readings=flat.Delta.readings,
+                   figures=[sweep.figure, flat.figure], runs=rel_runs(ctx, sweep.runs + flat.runs + flat.delta.runs),
+                   forced=False, forced_reason=FORCED_P5, censored=sum(len(v) for v in censored.values()),
+                   undecided_because="; ".join(f"{k}: {why[k]}" for k in undecided))
+    if Delta_forced and Delta_bad:
+        result.forced, result.forced_by = True, Delta_forced
+        result.forced_reason = f"forced Delta readings contradict the Delta slope ({Delta_forced}); {FORCED_P5}"
+    return result
 
 
 UNIFORM_TILT_NOTE = (
     "Tilting every v_k towards a common unit vector u (rows e_k + t u, normalised) is, on everything the loss "
-    "sees, a rescaling by c = Delta / sqrt 2: differences v_k - v_n shrink by c, and the component along the "
-    "all-ones direction drops out (softmax rows sum to 1 and are invariant to a shift of a row of M). The "
-    "linear kernel then scales as c^2 and the GD step M <- M - eta G grad_M G, G = V^T V, as c^2 c^2 c^2 = c^6, "
-    "while delta^2 Delta^2 grows only as c^2: T ~ Delta^-6, a slope fixed by the geometry (measured -6.00). "
-    "The Delta axis of the verdict moves one pair instead (v_1 rotated towards v_0), which is not a rescaling.")
-PAIR_DELTAS = (1.4142, 1.0, 0.7, 0.5)  # Delta = ||v_0 - v_1|| of the pair sweep
+    "sees, a rescaling by c = Delta / sqrt 2, and so is features.scale: the linear kernel scales as c^2 and the GD "
+    "step M <- M - eta G grad_M G, G = V^T V, as c^2 c^2 c^2 = c^6, while delta^2 Delta^2 grows only as c^2: "
+    "T ~ Delta^-6 under both readings, fixed by the geometry (forced). Rotating one pair (v_1 towards v_0) is "
+    "not a rescaling: its slope is measured.")
 
 
 def sweep_L_star(sweep: LSweep) -> float:
@@ -277,43 +283,28 @@ def _axis_sweep(ctx, cfg, group, label, key, values, names):
     return run_group(ctx, group, configs, label)
 
 
-def _tilted_features(ctx: Context, K: int, t: float) -> str:
-    """A (K, K) feature file: rows e_k + t u, normalised (u = ones / sqrt K); returns its path."""
-    rows = np.eye(K) + t * np.ones((K, K)) / math.sqrt(K)
-    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
-    path = ctx.out / "features" / f"tilt{t:g}.npy"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_npy(path, rows)
-    return str(path)
-
-
-def _pair_features(ctx: Context, K: int, Delta: float) -> str:
-    """A (K, K) feature file: e_k, except v_1 = cos(a) e_1 + sin(a) e_0 with ||v_0 - v_1|| = Delta."""
-    rows = np.eye(K)
-    sin_a = 1.0 - Delta**2 / 2.0
-    rows[1] = math.sqrt(max(1.0 - sin_a**2, 0.0)) * rows[1] + sin_a * np.eye(K)[0]
-    path = ctx.out / "features" / f"pair{Delta:g}.npy"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_npy(path, rows)
-    return str(path)
-
-
-def _axes_figure(ctx, r_eta, r_D, r_K, Ks, eps) -> str:
+def _axes_figure(ctx, r_eta, dr: DeltaReadings, r_K, Ks, eps) -> str:
     fig, axes = plots.figure(3, 1)
     panels = (
-        (axes[0][0], [r.config.train.lr for r in r_eta], r_eta, "eta", -1.0),
-        (axes[0][1], [r.summary["Delta"] for r in r_D], r_D, "Delta", -2.0),
-        (axes[0][2], [k * math.log(k / eps) for k in Ks], r_K, "K log(K/eps)", 1.0),
+        (axes[0][0], {"measured T_eps": ([r.config.train.lr for r in r_eta], [r.summary["T_eps"] for r in r_eta])},
+         "eta", -1.0),
+        (axes[0][1], {name: (list(v["Delta"].values()), list(v["T_eps"].values()))
+                      for name, v in dr.readings.items()}, "Delta", -2.0),
+        (axes[0][2], {"measured T_eps": ([k * math.log(k / eps) for k in Ks], [r.summary["T_eps"] for r in r_K])},
+         "K log(K/eps)", 1.0),
     )
-    for ax, xs, runs, name, pred in panels:
-        ys = [r.summary["T_eps"] for r in runs]
-        pts = [(x, y) for x, y in zip(xs, ys, strict=True) if y]
-        if pts:
-            px, py = zip(*pts, strict=True)
-            ax.loglog(px, py, "o-", label="measured T_eps")
+    for ax, series, name, pred in panels:
+        anchor = None
+        for label, (xs, ys) in series.items():
+            pts = sorted((x, y) for x, y in zip(xs, ys, strict=True) if y)
+            if pts:
+                px, py = zip(*pts, strict=True)
+                ax.loglog(px, py, "o-", label=label, ms=4)
+                anchor = anchor or (px, py)
+        if anchor:
+            px, py = anchor
             xx = np.geomspace(min(px), max(px), 10)
-            ax.loglog(xx, py[0] * (xx / px[0]) ** pred, ":", color="tab:red", label=f"theory slope {pred:g}")
-        ax.set(xlabel=name, ylabel="T_eps", title=f"flat regime: T_eps vs {name}")
-        if pts:
+            ax.loglog(xx, py[-1] * (xx / px[-1]) ** pred, ":", color="tab:red", label=f"theory slope {pred:g}")
             ax.legend(fontsize=7)
+        ax.set(xlabel=name, ylabel="T_eps", title=f"flat regime: T_eps vs {name}")
     return plots.save(fig, ctx.out, "scaling_eta_Delta_K")

@@ -1,7 +1,6 @@
-"""Measurements behind the threshold readings (threshold.py): the settings, each setting's theory
-(Delta delta, L* = 1/(Delta delta), the initial loss, lambda_max at Q = 0), the runs of P4a and
-P4d, the population-optimum crossings of P4c, and the scaling test of a location L_x against
-1/(Delta delta) across settings.
+"""Measurements behind the threshold readings (threshold.py): each setting's theory (Delta delta,
+L* = 1/(Delta delta), the initial loss, lambda_max at Q = 0), the runs of P4a and P4d and the
+population-optimum crossings of P4c. The settings are the one Delta protocol's (threshold_delta.py).
 
 Every built-in class is f = L g, so the loss at L is L^2 times the loss at L = 1 (docs/CLAIMS_METHOD.md):
 the settings' quantities are computed once at L = 1 and scaled.
@@ -20,19 +19,6 @@ from ...optimum import Crossing, ScoreObjective, attention_crossing
 from ...problem import build_problem
 from ...theory import hessian_top_eigenvalue_at_init, theory_of
 
-# (name, overrides): every setting has K = 5; Delta delta varies with the geometry (d, features.scale,
-# gaussian features) and the class. The first three are the TINY size's.
-SETTINGS: list[tuple[str, list[str]]] = [
-    ("orth-linear", []),
-    ("orth-linear-x3", ["features.scale=3"]),
-    ("orth-relu", ["task.kind=relu_net"]),
-    ("orth-linear-d16", ["features.d=16"]),
-    ("orth-relu-x0.5", ["task.kind=relu_net", "features.scale=0.5"]),
-    ("orth-sin", ["task.kind=sinusoid"]),
-    ("orth-sin-x2", ["task.kind=sinusoid", "features.scale=2"]),
-    ("gauss-linear", ["features.kind=gaussian", "features.d=8"]),
-    ("gauss-relu", ["features.kind=gaussian", "features.d=8", "task.kind=relu_net"]),
-]
 # P4c only: how L_tau moves with tau, N and K (orthonormal, linear)
 VARIATIONS: list[tuple[str, list[str], float]] = [
     ("orth-linear-tau0.5", [], 0.5),
@@ -68,10 +54,6 @@ def make_setting(name: str, cfg: Config) -> Setting:
     obj = ScoreObjective(problem)
     lam = hessian_top_eigenvalue_at_init(problem, iters=40).value
     return Setting(name, cfg, th.Delta, th.delta, th.L_star, obj.initial_loss(1.0), lam, obj)
-
-
-def settings_of(ctx: Context, base: Config) -> list[Setting]:
-    return [make_setting(name, with_overrides(base, ov)) for name, ov in SETTINGS[: ctx.sizes.thr_settings]]
 
 
 # ----------------------------------------------------------------------------- P4a: relative eps, small steps
@@ -212,57 +194,3 @@ def _fixed_step_config(st: Setting, L: float, eta: float, s_ref: float, S, it: i
     return with_overrides(st.cfg, [
         f"task.L={L:.8g}", f"train.lr={eta:g}", "train.eps_mode=relative", f"train.eps={S.thr_eps_rel}",
         f"train.steps={steps}", "train.log_every=1", f"name={st.name}-step{it}-L{L:.4g}"])
-
-
-# ----------------------------------------------------------------------------- scaling test across settings
-
-
-def scaling_test(L_x: list[float | None], dd: list[float], seed: int, boots: int = 2000) -> dict:
-    """Does L_x scale as 1/(Delta delta)? CV of L_x Delta delta, log-log slope of L_x against 1/(Delta delta)
-    with a bootstrap interval over settings (percentile, 95%), and the span of Delta delta."""
-    pts = [(x, d) for x, d in zip(L_x, dd, strict=True) if x is not None and x > 0 and math.isfinite(x)]
-    out = {"n_settings": len(pts), "dd_span": None, "cv_Lx_dd": None, "slope": None, "slope_lo": None,
-           "slope_hi": None, "median_Lx_over_Lstar": None}
-    if len(pts) < 2:
-        return out
-    x = np.array([p[0] for p in pts])
-    d = np.array([p[1] for p in pts])
-    prod = x * d  # L_x Δδ = L_x / L*
-    lx, ld = np.log(x), np.log(1 / d)
-    out.update(dd_span=float(d.max() / d.min()), cv_Lx_dd=float(prod.std(ddof=1) / prod.mean()),
-               median_Lx_over_Lstar=float(np.median(prod)))
-    if np.ptp(ld) <= 0:
-        return out
-    out["slope"] = float(np.polyfit(ld, lx, 1)[0])
-    rng = np.random.default_rng(seed)
-    slopes = []
-    for _ in range(boots):
-        idx = rng.integers(0, len(pts), len(pts))
-        if np.ptp(ld[idx]) > 1e-9:
-            slopes.append(np.polyfit(ld[idx], lx[idx], 1)[0])
-    if slopes:
-        out["slope_lo"], out["slope_hi"] = (float(v) for v in np.percentile(slopes, [2.5, 97.5]))
-    return out
-
-
-def scaling_verdict(test: dict) -> tuple[bool, bool, str]:
-    """(supported, refuted, undecided_because) of 'L_x scales as 1/(Delta delta)' under the margins of
-    SCALING_MARGINS."""
-    if test["n_settings"] < 3 or test["dd_span"] is None or test["dd_span"] < 3 or test["slope_lo"] is None:
-        span = "n/a" if test["dd_span"] is None else f"{test['dd_span']:.2f}x"
-        return False, False, (f"Delta delta spans {span} over {test['n_settings']} settings with a located change "
-                              "(needs >= 3 settings spanning >= 3x): more settings of different geometry decide it")
-    lo, hi, cv = test["slope_lo"], test["slope_hi"], test["cv_Lx_dd"]
-    supported = cv <= 0.25 and lo >= 0.8 and hi <= 1.2
-    refuted = hi < 0.8 or lo > 1.2 or cv > 0.5
-    why = "" if supported != refuted else (
-        f"CV {cv:.2f} and slope interval [{lo:.2f}, {hi:.2f}] meet neither margin: more settings (a narrower "
-        "bootstrap interval) decide it")
-    return supported, refuted, why
-
-
-SCALING_MARGINS = (
-    "'L_x scales as 1/(Delta delta)' is supported if the coefficient of variation of L_x Delta delta across "
-    "settings is <= 0.25, the settings span >= 3x in Delta delta, and the 95% bootstrap interval (over settings) "
-    "of the log-log slope of L_x against 1/(Delta delta) lies within [0.8, 1.2]; not supported if that interval "
-    "lies entirely outside [0.8, 1.2] or the CV exceeds 0.5; otherwise (or with a narrower span) inconclusive.")

@@ -3,12 +3,15 @@ experiment, once per output directory in a process) against L / L* on one page."
 
 from __future__ import annotations
 
-from ...experiments.claims import ClaimResult, claim
+from ...experiments.claims import ClaimResult, claim, verdict
+from ...experiments.delta import READINGS, combined
 from ...experiments.figures import captioned
 from ...experiments.registry import experiment
 from ...experiments.runner import Context, single_threaded
-from ..li2025.threshold import FORCED_P4A, READINGS_CAPTION, located_readings, measure_readings, size_name
+from ..li2025.threshold import FORCED_P4A, READINGS_CAPTION
+from ..li2025.threshold_delta import undecided_readings
 from ..li2025.threshold_fig import readings_figure
+from ..li2025.threshold_located import located_readings, mark_forced, measure_readings, settle_readings, size_name
 
 STATEMENTS = {  # the claims this file tests, word for word as the report and docs/CLAIMS.md give them
     "R5": "The two regimes separate visibly (R5): plotted against L/L*, some reading of the threshold shows a change "
@@ -24,22 +27,48 @@ CAPTIONS = {"regimes_visible": READINGS_CAPTION}  # figure stem -> what is plott
 @single_threaded
 def exp_regimes_visible(ctx: Context) -> list[ClaimResult]:
     """R5: do the two regimes separate visibly? The readings' curves against L / L* on one page."""
-    crit = ("From the threshold readings (P4a-P4d, measured again here): supported if at least one reading that is "
-            "not forced has a change whose location collapses against L / L* (CV of L_x / L* <= 0.25 over settings "
-            "spanning >= 3x in Delta delta) and lies within [1/3, 3] L* (median); not supported if no reading that is "
-            "not forced has a CV <= 0.5, or every one that has lies outside [1/10, 10] L*; otherwise inconclusive.")
+    crit = ("From the threshold readings (P4b-P4d, measured again here; P4a is forced by eta L^2 and has no "
+            "location), under each of the three Delta readings (rescale, tilt, pair; threshold_delta.py), on the "
+            "reading's distinct settings: supported if at least one threshold reading has a change whose location "
+            "collapses against L / L* (CV of L_x / L* <= 0.25 over settings spanning >= 3x in Delta delta) and lies "
+            "within [1/3, 3] L* (median); not supported if no threshold reading has a CV <= 0.5, or every one that "
+            "has lies outside [1/10, 10] L*; otherwise inconclusive. Combined by delta.combine: supported when every "
+            "Delta reading supports, not supported when some Delta reading (forced or not) contradicts. The readings "
+            "that are not forced are judged again on the threshold readings' refined L_x; a verdict that moves is "
+            "inconclusive.")
     m = measure_readings(ctx)  # P4's measurements when exp_threshold ran first in this process
     fig = readings_figure(ctx, m, "regimes_visible")
-    readings = located_readings(ctx, m, fig)
-    per = {r.id: {"cv_Lx_over_Lstar": r.statistic.get("cv_Lx_dd"), "median_Lx_over_Lstar":
-                  r.statistic.get("median_Lx_over_Lstar"), "dd_span": r.statistic.get("dd_span")} for r in readings}
+    located = located_readings(ctx, m, fig)
+    by_delta = {reading: _r5_reading(reading, {r.id: r.readings[reading] for r in located}) for reading in READINGS}
+    sup, ref, forced_by = combined(by_delta)
+    fine = {reading: _r5_reading(reading, {r.id: r.refinement["statistic"]["readings"][reading] for r in located})
+            for reading in m["refined"]["readings"]}
+    stat = {"by_Delta_reading": {r: {"verdict": v["verdict"], "forced_by": v["forced_by"]}
+                                 for r, v in by_delta.items()},
+            "by_reading": {r.id: {d: v["by_reading"][r.id] for d, v in by_delta.items()} for r in located},
+            "P4a_forced": FORCED_P4A}
+    result = claim("R5", crit, stat, sup, ref, settings=m["plan"].all_shapes, readings=by_delta, figures=[fig],
+                   size=size_name(ctx), runs=[], undecided_because="" if sup != ref else (
+                       undecided_readings(by_delta) or "no reading both collapses and is located near L*, nor fails "
+                       "to: more settings spanning Delta delta"))
+    mark_forced(result, forced_by)
+    settle_readings(result, by_delta, fine, m["refined"]["approximation"],
+                    {"by_reading": {r: v["by_reading"] for r, v in fine.items()}})
+    return [result]
+
+
+def _r5_reading(reading: str, located: dict[str, dict]) -> dict:
+    """R5 under one Delta reading, from the located changes of P4b-P4d on its settings (``located``: threshold
+    reading -> its outcome under this Delta reading)."""
+    per = {cid: {"cv_Lx_over_Lstar": v["cv_Lx_dd"], "median_Lx_over_Lstar": v["median_Lx_over_Lstar"],
+                 "dd_span": v["Delta_delta_span"]} for cid, v in located.items()}
     ok = [v for v in per.values() if v["cv_Lx_over_Lstar"] is not None and (v["dd_span"] or 0) >= 3]
     sup = any(v["cv_Lx_over_Lstar"] <= 0.25 and 1 / 3 <= v["median_Lx_over_Lstar"] <= 3 for v in ok)
     collapsing = [v for v in ok if v["cv_Lx_over_Lstar"] <= 0.5]
     ref = bool(ok) and (not collapsing or all(not (0.1 <= v["median_Lx_over_Lstar"] <= 10) for v in collapsing))
-    stat = {"by_reading": per, "P4a_forced": FORCED_P4A}
-    return [claim("R5", crit, stat, sup, ref, figures=[fig], size=size_name(ctx), runs=[],
-                  undecided_because="" if sup != ref else "no reading both collapses and is located near L*, nor "
-                  "fails to: more settings spanning Delta delta")]
-
-
+    outcome = verdict(sup, ref)
+    first = next(iter(located.values()))
+    return {"verdict": outcome, "forced_by": first["forced_by"], "distinct_settings": first["distinct_settings"],
+            "by_reading": per,
+            "undecided_because": "" if outcome != "inconclusive" else
+            "no threshold reading both collapses near L* nor fails to (or Delta delta spans < 3x)"}
