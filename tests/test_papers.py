@@ -31,7 +31,7 @@ def test_every_builtin_claim_belongs_to_one_paper_in_report_order():
 
 def test_a_paper_id_selects_the_experiments_of_its_claims():
     names, chosen = resolve_targets(["huang2024"])
-    assert names == ["huang2024"] and [e.__name__ for e in chosen] == ["exp_predecessor"]
+    assert names == ["huang2024"] and [e.__name__ for e in chosen] == ["exp_predecessor", "exp_predecessor_K"]
     _, writeup = resolve_targets(["writeup"])
     assert {"exp_scaling", "exp_threshold", "exp_writeup"} <= {e.__name__ for e in writeup}
     assert resolve_targets(["B4", "H1"])[0] == resolve_targets(["H1", "B4"])[0]  # one order for one selection
