@@ -8,7 +8,7 @@ from ... import plots
 from ...experiments.claims import ClaimResult, claim
 from ...experiments.evidence import seed_interval
 from ...experiments.figures import plain_log_ticks
-from .reading import COVERS
+from .reading import COVERS, runs_read
 from .sweep import KIND, D
 
 STATEMENTS = {
@@ -27,7 +27,7 @@ CAPTIONS = {
 ISOTROPIC_BELOW, ANISOTROPIC_ABOVE = 1.25, 1.5  # eigenvalue ratios: near-isotropic / clearly anisotropic
 
 
-def judge_isotropy(ctx, table: pd.DataFrame, runs: list[str], data: list[str]) -> ClaimResult:
+def judge_isotropy(ctx, table: pd.DataFrame, data: list[str]) -> ClaimResult:
     """CL4 from the softmax runs of the L axis (the largest L: the largest ||Q||, the least Adam noise relative
     to it)."""
     crit = (f"Reduced softmax model on inputs uniform on S^{D - 1}, {KIND} class (its law is invariant under "
@@ -48,7 +48,7 @@ def judge_isotropy(ctx, table: pd.DataFrame, runs: list[str], data: list[str]) -
             "isotropic_below": ISOTROPIC_BELOW, "anisotropic_above": ANISOTROPIC_ABOVE}
     why = "" if sup != ref else ("fewer than 5 seeds" if not enough else
                                  f"the interval [{lo:.3g}, {hi:.3g}] lies between the two thresholds")
-    return claim("CL4", crit, stat, sup, ref, figures=[_figure(ctx, frame)], runs=list(runs), data=list(data),
+    return claim("CL4", crit, stat, sup, ref, figures=[_figure(ctx, frame)], runs=runs_read(top), data=list(data),
                  interval={"eig_ratio": interval}, interval_covers={"eig_ratio": covers}, undecided_because=why)
 
 

@@ -11,7 +11,7 @@ from ... import plots
 from ...experiments.claims import ClaimResult, claim
 from ...experiments.evidence import power_law, seed_interval
 from ...experiments.figures import plain_log_ticks
-from .reading import COVERS, DOWN, direction, per_seed
+from .reading import COVERS, DOWN, direction, per_seed, runs_read
 from .sweep import KIND
 
 STATEMENTS = {
@@ -47,7 +47,7 @@ def _growth_gap(table: pd.DataFrame, axis: str) -> list[float]:
     return [lin[s] - soft[s] for s in sorted(lin) if s in soft]
 
 
-def judge_linear(ctx, table: pd.DataFrame, runs: list[str], data: list[str]) -> ClaimResult:
+def judge_linear(ctx, table: pd.DataFrame, data: list[str]) -> ClaimResult:
     """CL5 from the linear and softmax runs of the sweep, matched by setting and seed."""
     crit = (f"Trained linear attention and the reduced softmax model, both from 0, same prompts ({KIND}: nonlinear). "
             "(i) Per seed, the smallest over every setting of error(linear) / error(softmax); (ii) per seed, the "
@@ -68,14 +68,13 @@ def judge_linear(ctx, table: pd.DataFrame, runs: list[str], data: list[str]) -> 
     follows = all(-FOLLOWS_WITHIN <= v <= FOLLOWS_WITHIN for v in (l_lo, l_hi, n_lo, n_hi))
     ref = enough and (r_hi < 1 or follows)
     lin_L = table[(table["model"] == "linear") & (table["axis"] == "L")]
-    stat = {"min_ratio_by_seed": ratio, "growth_gap_by_seed": gaps,
-            "intervals": {k: iv[0] for k, iv in ivs.items()},
+    stat = {"intervals": {k: iv[0] for k, iv in ivs.items()}, "min_ratio_by_seed": ratio, "growth_gap_by_seed": gaps,
             "error_power_law": {f"{m}_{a}": power_law(f["value"].tolist(), f["error"].tolist()).as_dict()
                                 for (m, a), f in table.groupby(["model", "axis"])},
             "linear_window_along_L": direction(lin_L, "window", DOWN)}
     why = "" if sup != ref else ("fewer than 5 seeds" if not enough else
                                  "an interval straddles its threshold (the ratio 1 or a growth gap 0)")
-    return claim("CL5", crit, stat, sup, ref, figures=[_figure(ctx, table)], runs=list(runs), data=list(data),
+    return claim("CL5", crit, stat, sup, ref, figures=[_figure(ctx, table)], runs=runs_read(table), data=list(data),
                  interval={k: iv[0] for k, iv in ivs.items()}, interval_covers={k: iv[1] for k, iv in ivs.items()},
                  undecided_because=why,
                  notes="The tau axis's gap is reported, not judged: under f = L g it is the L axis read backwards.")

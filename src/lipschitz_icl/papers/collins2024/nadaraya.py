@@ -11,7 +11,7 @@ from ... import plots
 from ...experiments.claims import ClaimResult, claim
 from ...experiments.evidence import seed_interval
 from ...experiments.figures import plain_log_ticks
-from .reading import COVERS, per_seed
+from .reading import COVERS, per_seed, runs_read
 from .sweep import NW_BANDWIDTHS
 
 STATEMENTS = {
@@ -31,7 +31,7 @@ CAPTIONS = {
 TOLERANCE = 1.10  # "at most", up to the noise a constant Adam step size leaves in Q
 
 
-def judge_nadaraya(ctx, table: pd.DataFrame, runs: list[str], data: list[str]) -> ClaimResult:
+def judge_nadaraya(ctx, table: pd.DataFrame, data: list[str]) -> ClaimResult:
     """CL6 from every softmax run of the sweep."""
     crit = ("For every softmax run of the sweep (the L, tau and N axes), the ratio of its error on unseen prompts to "
             "that of Nadaraya-Watson on the same prompts with one fixed bandwidth h*, the best of "
@@ -55,7 +55,7 @@ def judge_nadaraya(ctx, table: pd.DataFrame, runs: list[str], data: list[str]) -
             "trained_window_median": float(soft["window"].median())}
     why = "" if sup != ref else ("fewer than 5 seeds" if not enough else
                                  f"the interval [{lo:.3g}, {hi:.3g}] contains the tolerance {TOLERANCE:g}")
-    return claim("CL6", crit, stat, sup, ref, figures=[_figure(ctx, table_axes)], runs=list(runs), data=list(data),
+    return claim("CL6", crit, stat, sup, ref, figures=[_figure(ctx, table_axes)], runs=runs_read(soft), data=list(data),
                  interval={"worst_ratio": interval}, interval_covers={"worst_ratio": covers}, undecided_because=why)
 
 

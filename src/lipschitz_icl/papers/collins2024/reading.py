@@ -60,6 +60,11 @@ def on_side(interval: Sequence[float], sign: int) -> bool:
     return lo > 0 if sign == UP else hi < 0
 
 
+def runs_read(frame: pd.DataFrame) -> list[str]:
+    """The run directories of ``frame``'s rows (each once, in order): the runs a claim rests on."""
+    return [r for r in dict.fromkeys(frame["run_dir"]) if r]
+
+
 def per_seed(frame: pd.DataFrame, column: str, reduce=np.max) -> list[float]:
     """One value per seed: ``reduce`` of ``column`` over that seed's rows."""
     return [float(reduce(g[column].to_numpy())) for _, g in frame.groupby("seed")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...experiments.claims import ClaimResult
 from ...experiments.figures import captioned
 from ...experiments.registry import experiment
-from ...experiments.runner import Context, rel_runs, single_threaded, write_data
+from ...experiments.runner import Context, single_threaded, write_data
 from . import isotropy, linear, nadaraya, window
 from .sweep import sweep
 
@@ -18,8 +18,7 @@ CAPTIONS = {**window.CAPTIONS, **isotropy.CAPTIONS, **linear.CAPTIONS, **nadaray
 @single_threaded
 def exp_collins(ctx: Context) -> list[ClaimResult]:
     """Softmax and linear attention trained along L, tau and N on the sphere; CL1-CL6."""
-    table, runs = sweep(ctx)
+    table, _ = sweep(ctx)
     data = [write_data(ctx, "collins_sweep", table)]
-    rel = rel_runs(ctx, runs)
-    return [*window.judge_window(ctx, table, rel, data), isotropy.judge_isotropy(ctx, table, rel, data),
-            linear.judge_linear(ctx, table, rel, data), nadaraya.judge_nadaraya(ctx, table, rel, data)]
+    return [*window.judge_window(ctx, table, data), isotropy.judge_isotropy(ctx, table, data),
+            linear.judge_linear(ctx, table, data), nadaraya.judge_nadaraya(ctx, table, data)]

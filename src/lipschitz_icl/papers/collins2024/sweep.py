@@ -63,7 +63,8 @@ def seeds(ctx: Context) -> list[int]:
 
 def sweep(ctx: Context) -> tuple[pd.DataFrame, list[Run]]:
     """Train every (model, axis, value, seed) once (the base point is shared by the three axes) and measure it:
-    one row per (run, axis it lies on) with the columns model, seed, axis, value, L, tau, N and ``measure``'s."""
+    one row per (run, axis it lies on) with the columns model, seed, axis, value, L, tau, N, run, run_dir (relative
+    to the output directory) and ``measure``'s."""
     points = [(m, s, axis, v) for axis in AXES for m in MODELS for v in axis_values(ctx, axis) for s in seeds(ctx)]
     configs: dict[str, Config] = {}
     for m, s, axis, v in points:
@@ -71,12 +72,14 @@ def sweep(ctx: Context) -> tuple[pd.DataFrame, list[Run]]:
         configs.setdefault(cfg.name, cfg)
     runs = dict(zip(configs, run_group(ctx, "collins", list(configs.values()), "Collins: L, tau and N axes"),
                     strict=True))
+    run_dirs = {name: str(run.dir.relative_to(ctx.out)) for name, run in runs.items() if run.dir is not None}
     measured = {name: measure(run) for name, run in runs.items()}
     rows = []
     for m, s, axis, v in points:
         setting = {**BASE, axis: v}
         name = collins_config(ctx, m, s, **setting).name
-        rows.append({"model": m, "seed": s, "axis": axis, "value": v, **setting, "run": name, **measured[name]})
+        rows.append({"model": m, "seed": s, "axis": axis, "value": v, **setting, "run": name,
+                     "run_dir": run_dirs.get(name, ""), **measured[name]})
     return pd.DataFrame(rows), list(runs.values())
 
 

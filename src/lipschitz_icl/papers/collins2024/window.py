@@ -8,7 +8,7 @@ import pandas as pd
 from ... import plots
 from ...experiments.claims import ClaimResult, claim
 from ...experiments.figures import plain_log_ticks
-from .reading import DOWN, UP, direction
+from .reading import DOWN, UP, direction, runs_read
 from .sweep import BASE, KIND, D
 
 STATEMENTS = {  # the claims this file tests, in this project's words
@@ -55,7 +55,7 @@ def _claim(cid: str, crit: str, readings: dict[str, dict], figure: str) -> Claim
                  interval_covers={f"{name}_slope": r["interval_covers"] for name, r in readings.items()})
 
 
-def judge_window(ctx, table: pd.DataFrame, runs: list[str], data: list[str]) -> list[ClaimResult]:
+def judge_window(ctx, table: pd.DataFrame, data: list[str]) -> list[ClaimResult]:
     """CL1-CL3 from the softmax rows of the sweep's table."""
     soft = table[table["model"] == "softmax"]
     on = {axis: soft[soft["axis"] == axis] for axis in ("L", "tau", "N")}
@@ -72,8 +72,8 @@ def judge_window(ctx, table: pd.DataFrame, runs: list[str], data: list[str]) -> 
     results[1].notes = ("Under f = L g (every class here) Adam's trajectory depends on (L, tau) only through tau / L "
                         "(the loss only scales by L^2), so the tau axis reads the L axis's settings in reverse: CL2 "
                         "is not evidence independent of CL1.")
-    for r in results:
-        r.runs, r.data = list(runs), list(data)
+    for r, axis in zip(results, ("L", "tau", "N"), strict=True):
+        r.runs, r.data = runs_read(on[axis]), list(data)
     return results
 
 
