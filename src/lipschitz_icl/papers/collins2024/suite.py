@@ -20,5 +20,5 @@ def exp_collins(ctx: Context) -> list[ClaimResult]:
     """Softmax and linear attention trained along L, tau and N on the sphere; CL1-CL6."""
     table, _ = sweep(ctx)
     data = [write_data(ctx, "collins_sweep", table)]
-    return [*window.judge_window(ctx, table, data), isotropy.judge_isotropy(ctx, table, data),
+    return [*window.judge_window(ctx, table, data), isotropy.judge_isotropy(ctx, table, data, isotropy.control(ctx)),
             linear.judge_linear(ctx, table, data), nadaraya.judge_nadaraya(ctx, table, data)]
