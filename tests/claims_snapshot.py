@@ -7,7 +7,11 @@ relative: the TINY runs include float32 training (R7, B5: 4e-6 apart between tor
 kernels on one CPU) and BFGS optima to a gradient tolerance (P4c, R3d: up to 1e-6).
 
 A change that is meant to move the numbers regenerates the file:
-``python tests/claims_snapshot.py`` (about 3 minutes), and says so in its commit."""
+``python tests/claims_snapshot.py`` (about 3 minutes), and says so in its commit. New or changed claims
+alone: ``python tests/claims_snapshot.py CL1 H2 ...`` recomputes the experiments of those claims and
+replaces those claims' entries only (every other entry is left as it was); an entry made on another kind
+of machine than the file's records its own under ``machines``, so each is compared bit for bit where it
+was made."""
 
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ from pathlib import Path
 import torch
 
 import lipschitz_icl.papers  # noqa: F401  (registers the built-in claims)
-from lipschitz_icl.experiments import registered, run_experiments
+from lipschitz_icl.experiments import experiments_for_claims, registered, run_experiments
 from lipschitz_icl.experiments.runner import Context
 from lipschitz_icl.experiments.sizes import TINY
 
@@ -65,25 +69,45 @@ def differences(got, want, path: str = "", exact: bool = False) -> list[str]:
 def check(claims) -> None:
     """Assert that ``claims`` (from a TINY run) match the snapshot's, for the claims it has."""
     data = json.loads(SNAPSHOT.read_text())
-    exact = data["machine"] == machine()
+    made_on = data.get("machines", {})  # claim id -> the machine of an entry made elsewhere than data["machine"]
     found = []
     for cid, fields in record(claims).items():
         if cid in data["claims"]:
-            found += differences(fields, data["claims"][cid], cid, exact)
-    assert not found, f"claims differ from {SNAPSHOT.name} ({'bit for bit' if exact else 'to 1e-4'}): {found[:8]}"
+            exact = made_on.get(cid, data["machine"]) == machine()
+            found += [f"{d} ({'bit for bit' if exact else 'to 1e-4'})"
+                      for d in differences(fields, data["claims"][cid], cid, exact)]
+    assert not found, f"claims differ from {SNAPSHOT.name}: {found[:8]}"
 
 
-def compute() -> dict:
-    """Every registered experiment at TINY, one output directory each (as the tiny tests run them)."""
+def compute(experiments: list | None = None) -> dict:
+    """Every registered experiment (or ``experiments``) at TINY, one output directory each (as the tiny tests run
+    them)."""
     torch.set_num_threads(1)
     out: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for exp in registered():
+        for exp in registered() if experiments is None else experiments:
             ctx = Context(out=Path(tmp) / exp.__name__, quick=True, sizes=TINY)
             out.update(record(run_experiments(ctx, [exp])))
     return out
 
 
+def update(ids: list[str]) -> dict:
+    """The snapshot with the entries of claims ``ids`` recomputed here and every other entry as it was."""
+    data = json.loads(SNAPSHOT.read_text())
+    fresh = compute(experiments_for_claims(ids))
+    made_on = data.setdefault("machines", {})
+    for cid in ids:
+        data["claims"][cid] = fresh[cid]
+        made_on.pop(cid, None)
+        if machine() != data["machine"]:
+            made_on[cid] = machine()
+    if not made_on:
+        del data["machines"]
+    return data
+
+
 if __name__ == "__main__":
-    SNAPSHOT.write_text(json.dumps({"machine": machine(), "claims": compute()}, indent=1, sort_keys=True) + "\n")
-    print(f"wrote {SNAPSHOT}", file=sys.stderr)
+    ids = sys.argv[1:]
+    data = update(ids) if ids else {"machine": machine(), "claims": compute()}
+    SNAPSHOT.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {SNAPSHOT}" + (f" ({', '.join(ids)} only)" if ids else ""), file=sys.stderr)

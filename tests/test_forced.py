@@ -9,7 +9,7 @@ from lipschitz_icl.experiments.measure import score_move_ratio
 from lipschitz_icl.experiments.runner import Context, base_config, with_overrides
 from lipschitz_icl.experiments.sizes import TINY
 from lipschitz_icl.experiments.uncertainty import bootstrap_loglog_slope
-from lipschitz_icl.papers.huang2024.phases import _competition_events, phase_count
+from lipschitz_icl.papers.huang2024.phases import _competition_events, growth_events_by_feature, phase_count
 from lipschitz_icl.papers.writeup.early_rate import _early_rate
 from lipschitz_icl.papers.writeup.experiment import _spearman
 from lipschitz_icl.papers.writeup.model import train_blog
@@ -69,18 +69,21 @@ def test_b5_heldout_loss_ranks_L_where_the_training_loss_could_not():
     assert train_blog(1.0, 0, steps=5).heldout_loss == runs[1].heldout_loss  # seeded
 
 
-def test_h2_phases_follow_the_competition_of_own_and_dominant_attention():
-    """Huang, Cheng, Liang's phases: the dominant feature (p = 0.6) starts above 1/2 and above every rival, so
-    it has one phase; a rare feature goes through rival-overtaken, majority and convergence (the old
-    count_phases gave the dominant feature 5 phases)."""
+def test_h2_phases_follow_the_own_attention_dynamics():
+    """H2's phases from the dynamics of Attn_k (take-off, fastest growth, saturation, convergence): the dominant
+    feature (p = 0.6) starts past its fastest growth, so it has one phase; a rare feature has four (the earlier
+    reading by the competition with the strongest rival could give at most three)."""
     cfg = base_config(["engine.draws=8", "train.log_every=5", "train.steps=1500", "features.probs=imbalanced",
                        "features.p_max=0.6", "train.eps=1e-9"])
     (run,) = run_many([cfg])
-    events = _competition_events(run)
+    events = growth_events_by_feature(run)
     phases = {k: phase_count(ev) for k, ev in events.items()}
-    assert phases[0] == 1 and events[0][0] == 0 and events[0][1] == 0
-    assert all(phases[k] == 3 for k in range(1, 5))
-    assert all(events[k][2] is not None and events[k][2] > events[0][2] for k in range(1, 5))
+    assert phases[0] == 1 and events[0][:3] == (0, 0, 0)
+    assert all(phases[k] == 4 for k in range(1, 5))
+    assert all(0 < events[k][0] < events[k][1] < events[k][2] < events[k][3] for k in range(1, 5))
+    assert all(events[k][3] > events[0][3] for k in range(1, 5))
+    competition = {k: phase_count(ev) for k, ev in _competition_events(run).items()}
+    assert max(competition.values()) <= 3  # why the earlier reading could never give four
 
 
 def test_forced_claims_carry_a_one_line_reason_and_inconclusive_ones_say_what_would_decide(tmp_path):

@@ -31,7 +31,7 @@ def test_every_builtin_claim_belongs_to_one_paper_in_report_order():
 
 def test_a_paper_id_selects_the_experiments_of_its_claims():
     names, chosen = resolve_targets(["huang2024"])
-    assert names == ["huang2024"] and [e.__name__ for e in chosen] == ["exp_predecessor"]
+    assert names == ["huang2024"] and [e.__name__ for e in chosen] == ["exp_predecessor", "exp_predecessor_K"]
     _, writeup = resolve_targets(["writeup"])
     assert {"exp_scaling", "exp_threshold", "exp_writeup"} <= {e.__name__ for e in writeup}
     assert resolve_targets(["B4", "H1"])[0] == resolve_targets(["H1", "B4"])[0]  # one order for one selection
@@ -69,3 +69,23 @@ def test_a_plugin_paper_runs_resumes_and_is_grouped_by_paper(tmp_path, isolated_
 def test_a_missing_plugin_is_one_line_exit_2():
     res = cli.invoke(app, ["reproduce", "--plugins", "no_such_paper_module", "--list"])
     assert res.exit_code == 2 and "no_such_paper_module" in res.output and "Traceback" not in res.output
+
+
+def test_the_report_groups_claims_by_paper_under_a_heading_each(tmp_path):
+    from lipschitz_icl.experiments.claims import claim
+    from lipschitz_icl.report import write_report_html, write_report_md
+
+    claims = [claim(cid, "criterion", {"x": 1.0}, True, False) for cid in ("CL1", "H1", "P1", "H2")]
+    for c in claims:
+        c.paper = PAPER_OF[c.id]
+    meta = {"command": "test", "size": "quick", "seed": 0, "wall_s": 1.0,
+            "papers": {p.id: p.as_meta() for p in papers() if p.id in ("li2025", "huang2024", "collins2024")}}
+    md = write_report_md(tmp_path, claims, meta).read_text()
+    heads = [md.index(f"# {pid}: ") for pid in ("li2025", "huang2024", "collins2024")]
+    claims_at = [md.index(f"## {cid} ") for cid in ("P1", "H1", "H2", "CL1")]
+    assert heads[0] < claims_at[0] < heads[1] < claims_at[1] < claims_at[2] < heads[2] < claims_at[3]
+    assert md.count("# huang2024: ") == 1 and "*Reachable: its abstract and its reviews" in md
+    page = write_report_html(tmp_path, claims, meta, {}).read_text()
+    assert page.index('id="paper-huang2024"') < page.index('id="H1"') < page.index('id="paper-collins2024"')
+    one = write_report_md(tmp_path, claims[1:2], {**meta, "papers": {"huang2024": meta["papers"]["huang2024"]}})
+    assert "# huang2024: " not in one.read_text()  # one paper: no grouping heading

@@ -108,7 +108,7 @@ def reproduce_command(
                                     "1e-12 relative; reproduce all --quick ~1.4x faster). Default: fused where "
                                     "numba is installed."),
 ) -> None:
-    """Test the claims of the paper, its predecessor and the write-up (docs/CLAIMS.md).
+    """Test the claims of the paper, its predecessor, Collins et al. and the write-up (docs/CLAIMS.md).
 
     `reproduce P4 B3 --quick` runs only the experiments that test P4 and B3 (with every claim
     they test); suite names and claim ids can be mixed.

@@ -23,7 +23,7 @@ QUICK_SECONDS = {
     "exp_writeup": 8.6, "exp_linear_vs_nonlinear": 2.8, "exp_curriculum": 25.4, "exp_finite_training_set": 3.4,
     "exp_factored": 2.6, "exp_imbalanced": 1.4, "exp_token_noise": 9.9, "exp_large_L": 2.1, "exp_label_noise": 2.0,
     "exp_eps_axis": 1.4, "exp_regimes_visible": 4.2, "exp_continuous": 3.7, "exp_transformer": 38.2,
-    "exp_linear_norm": 1.8, "exp_baselines": 4.1,
+    "exp_linear_norm": 1.8, "exp_baselines": 4.1, "exp_collins": 125.0, "exp_predecessor_K": 6.9,
 }
 FULL_PER_QUICK = 6.7  # reproduce all at full size against --quick (536 s against 80 s, docs/PERFORMANCE.md)
 _LEAD = re.compile(r"^(\([a-z](,[a-z])*\)|[A-Z]\d+[a-z]?)\s+")  # "(a,b) flat regime", "R4 eps axis"

@@ -43,6 +43,11 @@ class Sizes:
     thr_bisect: int = 10  # bisection steps on L for the optimum's crossing (P4c)
     thr_stab_bisect: int = 6  # bisection steps on L for the fixed-step change (P4d)
     thr_variations: bool = True  # P4c's tau, N and K variations
+    # the Collins et al. suite (CL1-CL6): Adam steps per run, values per axis (L, tau, N), seeds per setting
+    collins_steps: int = 300
+    collins_grid: int = 5
+    collins_seeds: int = 5
+    predecessor_K: tuple[int, ...] = (2, 4, 8, 16, 32)  # values of K of the convergence time's K dependence (H3)
 
 
 QUICK = Sizes(draws=32, budget=3000, log_every=5, n_L=8, seeds=2, eps_rel=3e-2, blog_seeds=2,
@@ -57,14 +62,16 @@ FULL = Sizes(draws=128, budget=40000, log_every=10, n_L=10, seeds=3, eps_rel=1e-
              linear_eps_rel=1e-3,
              thr_deltas=(1.4142135623730951, 1.0, 0.7, 0.45), thr_L_factors=(0.5, 0.707, 1.0, 1.414, 2.0),
              thr_eps_rel=1e-3, thr_steps=40000, thr_bisect=20,
-             thr_stab_bisect=10)
+             thr_stab_bisect=10, collins_steps=2000, collins_grid=5, collins_seeds=8,
+             predecessor_K=(2, 3, 4, 6, 8, 12, 16, 24, 32, 48))
 TINY = Sizes(draws=8, budget=150, log_every=5, n_L=5, seeds=1, eps_rel=0.2, blog_seeds=1, finite_M=(8, 16),
              tuned_L_factors=(0.25, 0.5, 2.0, 4.0),
              ext_kernel_steps=120, ext_log_every=5, sampled_steps=40, batch=32, test=32, n_grid=2,
              kernel_samples=256, continuous_steps=30, transformer_steps=30, curriculum_steps=200,
              linear_eps_rel=1e-2, blog_steps=30,
              thr_deltas=(1.4142135623730951, 0.7), thr_L_factors=(0.5, 2.0), thr_eps_rel=0.2, thr_steps=300,
-             thr_bisect=3, thr_stab_bisect=1, thr_variations=False)
+             thr_bisect=3, thr_stab_bisect=1, thr_variations=False, collins_steps=20, collins_grid=2,
+             collins_seeds=2, predecessor_K=(2, 4, 8))
 
 
 def sizes(quick: bool) -> Sizes:

@@ -5,6 +5,8 @@ registers the built-in papers, in report order:
 
 - ``li2025``: Li, Duan, Liang, *Provable In-Context Learning of Nonlinear Regression with Transformers*;
 - ``huang2024``: its predecessor, Huang, Cheng, Liang, *In-Context Convergence of Transformers*;
+- ``collins2024``: Collins, Parulekar, Mokhtari, Sanghavi, Shakkottai, *In-Context Learning with
+  Transformers: Softmax Attention Adapts to Function Lipschitzness* (continuous inputs, linear attention);
 - ``writeup``: a companion write-up of the paper (a blog post);
 - ``questions``: this project's open questions about the paper, and the comparison with baselines.
 
@@ -18,7 +20,7 @@ import importlib
 from ..errors import UserInputError
 from ..experiments.registry import Paper, paper_claims, paper_ids, papers, register_paper
 
-BUILTIN = ("li2025", "huang2024", "writeup", "questions")  # the built-in papers, in report order
+BUILTIN = ("li2025", "huang2024", "collins2024", "writeup", "questions")  # the built-in papers, in report order
 for _name in BUILTIN:  # registration: each package registers its paper, then its claims' experiments
     importlib.import_module(f"{__name__}.{_name}")
 

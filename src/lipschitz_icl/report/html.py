@@ -23,6 +23,7 @@ from .text import (
     MAX_ROWS,
     caption,
     comparison_warnings,
+    paper_opening,
     provenance,
     reason,
     sessions_rows,
@@ -181,7 +182,15 @@ def _comparisons(out: Path, comparisons: list[ClaimResult]) -> str:
 def write_report_html(out: Path, claims: list[ClaimResult], meta: dict, configs: dict[str, str], *,
                       compare: Comparison | None = None, comparisons: list[ClaimResult] | None = None) -> Path:
     owners = figure_owners(claims, out)
-    sections = "".join(_section(out, c, meta, owners, compare) for c in sorted_claims(claims))
+    sections, previous = "", None
+    for c in sorted_claims(claims):
+        opening = paper_opening(c, previous, meta)
+        if opening is not None:  # claims grouped by paper: a heading where each paper's claims begin
+            pid, citation, reachable = opening
+            sections += (f'<h1 id="paper-{e(pid)}" class="paper">{e(pid)}: {e(citation)}</h1>'
+                         + (f"<p><em>Reachable: {e(reachable)}</em></p>" if reachable else ""))
+        sections += _section(out, c, meta, owners, compare)
+        previous = c
     sections += _comparisons(out, comparisons or [])
     cfg_html = "".join(f"<details><summary>{e(name)}</summary><pre>{e(text)}</pre></details>"
                        for name, text in configs.items())

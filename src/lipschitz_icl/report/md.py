@@ -18,6 +18,7 @@ from .text import (
     caption,
     comparison_warnings,
     flatten,
+    paper_opening,
     provenance,
     ranked_rows,
     reason,
@@ -182,8 +183,15 @@ def write_report_md(out: Path, claims: list[ClaimResult], meta: dict, compare: C
     if compare is not None:
         parts += _compare_md(claims, meta, compare)
     owners = figure_owners(claims, out)
+    previous = None
     for c in sorted_claims(claims):
+        opening = paper_opening(c, previous, meta)
+        if opening is not None:  # claims grouped by paper: a heading where each paper's claims begin
+            pid, citation, reachable = opening
+            parts += [f'<a id="paper-{pid}"></a>', "", f"# {pid}: {citation}", "",
+                      *([f"*Reachable: {reachable}*", ""] if reachable else [])]
         parts += _claim_md(out, c, meta, owners, compare)
+        previous = c
     parts += comparisons_md(out, comparisons or [])
     path = out / "report.md"
     atomic_write_text(path, "\n".join(parts) + "\n")

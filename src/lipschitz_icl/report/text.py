@@ -254,3 +254,14 @@ def sessions_rows(meta: dict) -> list[tuple[str, str]]:
     return [(f"session {i}", f"{s.get('start', '?')} to {s.get('end', '?')}, {float(s.get('wall_s') or 0.0):.1f} s, "
              f"{s.get('status', '?')}: {s.get('command', '')}")
             for i, s in enumerate(meta.get("sessions") or [], 1) if isinstance(s, dict)]
+
+
+def paper_opening(c: ClaimResult, previous: ClaimResult | None, meta: dict) -> tuple[str, str, str] | None:
+    """(paper id, citation, what was reachable) when ``c`` opens its paper's group of claims in a report that
+    holds claims of several papers, else None (the same paper as ``previous``, or one paper in all)."""
+    papers = meta.get("papers") or {}
+    if len(papers) < 2 or not c.paper or (previous is not None and previous.paper == c.paper):
+        return None
+    paper = papers.get(c.paper, {})
+    return c.paper, str(paper.get("citation", "")), str(paper.get("reachable", ""))
+
