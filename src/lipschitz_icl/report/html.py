@@ -17,6 +17,18 @@ from pathlib import Path
 from ..experiments.claims import ClaimResult
 from ..store import atomic_write_text
 from .data import Comparison, Owner, figure_owners, fold_note, run_warnings, sorted_claims
+from .evidence import (
+    COVERS_HEAD,
+    READING_HEAD,
+    SETTINGS_HEAD,
+    covers_rows,
+    distinct_cell,
+    forced_by_cell,
+    reading_rows,
+    refinement_line,
+    settings_line,
+    settings_rows,
+)
 from .statistic import layout
 from .text import (
     COMPARISONS_INTRO,
@@ -119,6 +131,27 @@ def _statistic(c: ClaimResult) -> str:
     return "".join(parts) + f"<details><summary>raw statistic (JSON)</summary><pre>{raw}</pre></details>"
 
 
+def _table(head: tuple[str, ...], rows: list[tuple[str, ...]], cls: str = "stat") -> str:
+    return (f'<table class="{cls}"><tr>' + "".join(f"<th>{e(h)}</th>" for h in head) + f"</tr>{_rows(rows)}"
+            "</table>")
+
+
+def _evidence(c: ClaimResult) -> str:
+    """The verdict per reading, what each interval covers, the refinement, and the settings with their copies."""
+    parts = []
+    if c.readings:
+        parts.append(f'<p><b>Per reading.</b></p>{_table(READING_HEAD, reading_rows(c), "readings")}')
+    covers = covers_rows(c)
+    if covers:
+        parts.append(f'<p><b>Intervals and what they cover.</b></p>{_table(COVERS_HEAD, covers, "covers")}')
+    if c.refinement:
+        parts.append(f"<p><b>Refinement.</b> {e(refinement_line(c))}</p>")
+    if c.settings:
+        parts.append(f"<p><b>Settings.</b> {e(settings_line(c))}</p><details><summary>fingerprints and copies"
+                     f"</summary>{_table(SETTINGS_HEAD, settings_rows(c), 'settings')}</details>")
+    return "".join(parts)
+
+
 def _section(out: Path, c: ClaimResult, meta: dict, owners: dict[str, Owner], cmp: Comparison | None) -> str:
     warnings = run_warnings(out, c.runs)
     badge = (f'<span class="badge warn" title="{e("; ".join(warnings))}">⚠ {len(warnings)} run(s) ended at step 0 '
@@ -134,7 +167,8 @@ def _section(out: Path, c: ClaimResult, meta: dict, owners: dict[str, Owner], cm
     notes = f"<p><b>Notes.</b> {e(c.notes)}</p>" if c.notes else ""
     return (f'<section id="{e(c.id)}"><h2>{e(c.id)} — {_verdict(c)}{badge}</h2>'
             f"<blockquote>{e(c.statement)}</blockquote><p class=why><b>Why.</b> {e(reason(c, warnings))}</p>"
-            f"<p><b>Criterion.</b> {e(c.criterion)}</p>{_statistic(c)}{_figures(out, c, owners)}{warn_list}"
+            f"<p><b>Criterion.</b> {e(c.criterion)}</p>{_statistic(c)}{_evidence(c)}{_figures(out, c, owners)}"
+            f"{warn_list}"
             f"{compare}{notes}{_footer(c)}</section>")
 
 
@@ -146,7 +180,7 @@ def _footer(c: ClaimResult) -> str:
 
 
 def _claims_table(claims: list[ClaimResult], meta: dict, cmp: Comparison | None) -> str:
-    head = "<tr><th>id</th><th>claim</th><th>verdict</th>"
+    head = "<tr><th>id</th><th>claim</th><th>verdict</th><th>distinct settings</th><th>forced by</th>"
     head += f"<th>verdict at {e(cmp.size or 'previous')} size</th><th>why they differ</th>" if cmp else ""
     rows = []
     for c in sorted_claims(claims):
@@ -155,7 +189,7 @@ def _claims_table(claims: list[ClaimResult], meta: dict, cmp: Comparison | None)
             _, size_before, prev, why = cmp.pair(c, str(meta.get("size", "")))
             extra = f"<td>{_verdict(prev) if prev else '—'}</td><td>{e(why)}</td>"
         rows.append(f'<tr><td><a href="#{e(c.id)}">{e(c.id)}</a></td><td>{e(c.statement)}</td>'
-                    f"<td>{_verdict(c)}</td>{extra}</tr>")
+                    f"<td>{_verdict(c)}</td><td>{e(distinct_cell(c))}</td><td>{e(forced_by_cell(c))}</td>{extra}</tr>")
     return f"<table>{head}</tr>{''.join(rows)}</table>"
 
 
