@@ -27,7 +27,7 @@ import numpy as np
 from ..config import Config
 from ..engines.kernel_spec import EXACT_MAX, exact_count_vectors
 from ..equivalence import SettingForm, SettingGroup, group_settings, setting_form
-from .claims import INCONCLUSIVE
+from .claims import INCONCLUSIVE, verdict
 from .runner import Context
 from .uncertainty import bootstrap_interval
 
@@ -188,3 +188,13 @@ def settle(verdict: str, refined: dict) -> tuple[str, str]:
         return verdict, ""
     return INCONCLUSIVE, (f"the verdict moved under refinement ({verdict} -> {refined['verdict']} with "
                           f"{refined['approximation']}): the approximation decides it")
+
+
+def refined_conditions(coarse: tuple[bool, bool], fine: tuple[bool, bool], what: str,
+                       statistic: dict) -> tuple[bool, bool, dict, str]:
+    """(supported, refuted, ClaimResult.refinement, undecided_because) from the conditions at the claim's
+    approximation (``coarse``) and at the finer one (``fine``): the conditions stand when both verdicts agree;
+    when they do not, neither holds (inconclusive) and the reason names the approximation."""
+    refined = refinement(verdict(*coarse), verdict(*fine), what, statistic)
+    _, why = settle(verdict(*coarse), refined)
+    return (*(coarse if not why else (False, False)), refined, why)
