@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lipschitz_icl.experiments.evidence import power_law, refined_conditions
+from lipschitz_icl.experiments.evidence import refined_conditions, settled
 
 
 def test_conditions_that_move_under_refinement_decide_nothing():
@@ -17,3 +17,12 @@ def test_conditions_that_move_under_refinement_decide_nothing():
     assert (sup, ref, why) == (False, True, "") and refined["agrees"]
     sup, ref, _, why = refined_conditions((False, False), (True, False), "exact counts", {})
     assert (sup, ref) == (False, False) and why  # inconclusive -> supported moved: still nothing decided
+
+
+def test_a_run_still_moving_at_its_budget_is_not_settled():
+    steps = np.arange(300)
+    assert settled(0.01 + np.exp(-steps / 20.0))  # decayed onto its floor long before the budget
+    assert not settled(np.exp(-steps / 150.0))  # still falling by a third per tenth of the run
+    assert not settled([1.0, 0.5])  # too few recorded values to tell
+    noisy = 0.5 + 0.01 * np.random.default_rng(0).standard_normal(300)
+    assert settled(noisy)  # a plateau with noise of 2% is settled

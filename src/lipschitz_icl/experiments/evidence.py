@@ -34,6 +34,7 @@ from .uncertainty import bootstrap_interval
 MIN_SEEDS = 5  # independent draws an interval needs before a verdict may rest on it
 LOCAL_SLOPE_BAND = 0.3  # a power law's local slopes stay within this of the fitted slope
 REFINE_DRAWS = 4  # the finer approximation: this many times the count draws
+SETTLED_TOL = 0.1  # a run stopped at its budget is settled when its quantity moved less than this (relative) at the end
 MIN_RESOLVED_STEPS = 10  # an event time a verdict rests on must be at least this many steps (not inside the first few)
 
 _FORMS: dict[str, SettingForm] = {}  # config hash -> canonical form (building a problem estimates Sigma)
@@ -153,6 +154,18 @@ def unresolved(times: dict[str, float | None], minimum: int = MIN_RESOLVED_STEPS
     """The names whose event time is below ``minimum`` steps: a time inside the first steps (interpolated
     between steps 0 and 2, say) cannot decide a verdict; choose eta so the event is resolved."""
     return [name for name, t in times.items() if t is not None and t < minimum]
+
+
+def settled(values: Sequence[float], tol: float = SETTLED_TOL, window: float = 0.1) -> bool:
+    """Whether a run that stopped at its budget had stopped moving: the mean of its quantity over the last
+    ``window`` of its recorded steps is within ``tol`` (relative) of the mean over the window before. A run that
+    is still moving is censored for a statistic read at its end: its value there decides nothing."""
+    vals = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
+    n = max(int(round(window * len(vals))), 1)
+    if len(vals) < 2 * n:
+        return False
+    last, before = float(vals[-n:].mean()), float(vals[-2 * n:-n].mean())
+    return abs(last - before) <= tol * max(abs(before), 1e-300)
 
 
 # ----------------------------------------------------------------------------- refinement
