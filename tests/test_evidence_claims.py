@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from lipschitz_icl.experiments.evidence import refined_conditions, settled
+import lipschitz_icl as li
+from lipschitz_icl.experiments.claims import claim
+from lipschitz_icl.experiments.evidence import refined_conditions, settings_of, settled
 
 
 def test_conditions_that_move_under_refinement_decide_nothing():
@@ -26,3 +28,13 @@ def test_a_run_still_moving_at_its_budget_is_not_settled():
     assert not settled([1.0, 0.5])  # too few recorded values to tell
     noisy = 0.5 + 0.01 * np.random.default_rng(0).standard_normal(300)
     assert settled(noisy)  # a plateau with noise of 2% is settled
+
+
+def test_a_forced_reason_stands_only_where_the_settings_force_the_outcome():
+    one = li.load_config(None, ["engine.counts=mean_field"])
+    copies = settings_of([("L1", one.with_overrides(["task.L=1"])), ("L2", one.with_overrides(["task.L=2"]))])
+    other = settings_of([("L1", one), ("gauss", one.with_overrides(["features.kind=gaussian", "features.d=8"]))])
+    forced = claim("X1", "c", {"x": 1.0}, True, False, settings=copies, forced_reason="f = L g")
+    free = claim("X1", "c", {"x": 1.0}, True, False, settings=other, forced_reason="f = L g")
+    assert forced.forced and forced.forced_reason == "f = L g" and "eta L^2" in forced.forced_by
+    assert not free.forced and free.forced_reason == "" and free.distinct_settings == 2

@@ -39,7 +39,7 @@ CAPTIONS = {  # figure stem -> what is plotted, what to look for, what would con
 R3B_SIGMAS = [0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5]  # the grid runs past 1 so the crossing can be located
 
 
-R3B_MIN_STEPS = 1500  # steps of each run at least (300 left every quick run still moving)
+R3B_MIN_STEPS = 1500  # steps of each run at least, up to 5x the size's (300 left every quick run still moving)
 
 
 R3B_MARGIN = 0.05  # R3b: sigma_half must clear 1 by this much (systematic error of the training settings)
@@ -51,7 +51,7 @@ R3B_MARGIN = 0.05  # R3b: sigma_half must clear 1 by this much (systematic error
 def exp_token_noise(ctx: Context) -> list[ClaimResult]:
     S = ctx.sizes
     seeds = [ctx.seed + s for s in range(max(S.seeds + 1, MIN_SEEDS))]
-    steps = max(S.sampled_steps, R3B_MIN_STEPS)
+    steps = max(S.sampled_steps, min(R3B_MIN_STEPS, 5 * S.sampled_steps))
     sigmas = grid(R3B_SIGMAS, S.n_grid + 2)
     crit = ("K = d = 4 orthonormal, N = 16, linear L = 2, Adam (lr 0.05) on fresh prompts; sigma on a grid from 0 "
             f"to {sigmas[-1]:g}, {len(seeds)} seeds (each redraws the prompts, counts and test set). Per seed, "
