@@ -16,19 +16,8 @@ from pathlib import Path
 
 from ..experiments.claims import ClaimResult
 from ..store import atomic_write_text
+from . import evidence as ev
 from .data import Comparison, Owner, figure_owners, fold_note, run_warnings, sorted_claims
-from .evidence import (
-    COVERS_HEAD,
-    READING_HEAD,
-    SETTINGS_HEAD,
-    covers_rows,
-    distinct_cell,
-    forced_by_cell,
-    reading_rows,
-    refinement_line,
-    settings_line,
-    settings_rows,
-)
 from .statistic import layout
 from .text import (
     COMPARISONS_INTRO,
@@ -140,15 +129,15 @@ def _evidence(c: ClaimResult) -> str:
     """The verdict per reading, what each interval covers, the refinement, and the settings with their copies."""
     parts = []
     if c.readings:
-        parts.append(f'<p><b>Per reading.</b></p>{_table(READING_HEAD, reading_rows(c), "readings")}')
-    covers = covers_rows(c)
+        parts.append(f'<p><b>Per reading.</b></p>{_table(ev.READING_HEAD, ev.reading_rows(c), "readings")}')
+    covers = ev.covers_rows(c)
     if covers:
-        parts.append(f'<p><b>Intervals and what they cover.</b></p>{_table(COVERS_HEAD, covers, "covers")}')
+        parts.append(f'<p><b>Intervals and what they cover.</b></p>{_table(ev.COVERS_HEAD, covers, "covers")}')
     if c.refinement:
-        parts.append(f"<p><b>Refinement.</b> {e(refinement_line(c))}</p>")
+        parts.append(f"<p><b>Refinement.</b> {e(ev.refinement_line(c))}</p>")
     if c.settings:
-        parts.append(f"<p><b>Settings.</b> {e(settings_line(c))}</p><details><summary>fingerprints and copies"
-                     f"</summary>{_table(SETTINGS_HEAD, settings_rows(c), 'settings')}</details>")
+        parts.append(f"<p><b>Settings.</b> {e(ev.settings_line(c))}</p><details><summary>fingerprints and copies"
+                     f"</summary>{_table(ev.SETTINGS_HEAD, ev.settings_rows(c), 'settings')}</details>")
     return "".join(parts)
 
 
@@ -189,7 +178,7 @@ def _claims_table(claims: list[ClaimResult], meta: dict, cmp: Comparison | None)
             _, size_before, prev, why = cmp.pair(c, str(meta.get("size", "")))
             extra = f"<td>{_verdict(prev) if prev else '—'}</td><td>{e(why)}</td>"
         rows.append(f'<tr><td><a href="#{e(c.id)}">{e(c.id)}</a></td><td>{e(c.statement)}</td>'
-                    f"<td>{_verdict(c)}</td><td>{e(distinct_cell(c))}</td><td>{e(forced_by_cell(c))}</td>{extra}</tr>")
+                    f"<td>{_verdict(c)}</td><td>{e(ev.distinct_cell(c))}</td><td>{e(ev.forced_by_cell(c))}</td>{extra}</tr>")
     return f"<table>{head}</tr>{''.join(rows)}</table>"
 
 

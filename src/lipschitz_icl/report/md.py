@@ -9,20 +9,9 @@ from pathlib import Path
 
 from ..experiments.claims import VERDICTS, ClaimResult
 from ..store import atomic_write_text
+from . import evidence as ev
 from .data import Comparison, Owner, figure_owners, fold_note, run_warnings, sorted_claims
 from .deciding import deciding
-from .evidence import (
-    COVERS_HEAD,
-    READING_HEAD,
-    SETTINGS_HEAD,
-    covers_rows,
-    distinct_cell,
-    forced_by_cell,
-    reading_rows,
-    refinement_line,
-    settings_line,
-    settings_rows,
-)
 from .statistic import layout
 from .text import (
     COMPARISONS_INTRO,
@@ -48,8 +37,8 @@ def claims_table_md(claims: list[ClaimResult], link_root: str = "") -> str:
              "|---|---|---|---|---|---|"]
     for c in sorted_claims(claims):
         fig = f"[{Path(c.figures[0]).name}]({link_root}{c.figures[0]})" if c.figures else ""
-        lines.append(f"| {c.id} | {verdict_md(c)} | {_abridge(c)} | {distinct_cell(c)} | {_cell(forced_by_cell(c))} "
-                     f"| {fig} |")
+        forced_by = _cell(ev.forced_by_cell(c))
+        lines.append(f"| {c.id} | {verdict_md(c)} | {_abridge(c)} | {ev.distinct_cell(c)} | {forced_by} | {fig} |")
     return "\n".join(lines)
 
 
@@ -117,15 +106,15 @@ def _evidence_md(c: ClaimResult) -> list[str]:
     """The verdict per reading, what each interval covers, the refinement, and the settings with their copies."""
     lines: list[str] = []
     if c.readings:
-        lines += ["**Per reading.**", "", *_table_md(READING_HEAD, reading_rows(c)), ""]
-    covers = covers_rows(c)
+        lines += ["**Per reading.**", "", *_table_md(ev.READING_HEAD, ev.reading_rows(c)), ""]
+    covers = ev.covers_rows(c)
     if covers:
-        lines += ["**Intervals and what they cover.**", "", *_table_md(COVERS_HEAD, covers), ""]
+        lines += ["**Intervals and what they cover.**", "", *_table_md(ev.COVERS_HEAD, covers), ""]
     if c.refinement:
-        lines += [f"**Refinement.** {refinement_line(c)}", ""]
+        lines += [f"**Refinement.** {ev.refinement_line(c)}", ""]
     if c.settings:
-        lines += [f"**Settings.** {settings_line(c)}", "", "<details><summary>fingerprints and copies</summary>", "",
-                  *_table_md(SETTINGS_HEAD, settings_rows(c)), "", "</details>", ""]
+        lines += [f"**Settings.** {ev.settings_line(c)}", "", "<details><summary>fingerprints and copies</summary>", "",
+                  *_table_md(ev.SETTINGS_HEAD, ev.settings_rows(c)), "", "</details>", ""]
     return lines
 
 
