@@ -38,3 +38,12 @@ def test_a_forced_reason_stands_only_where_the_settings_force_the_outcome():
     free = claim("X1", "c", {"x": 1.0}, True, False, settings=other, forced_reason="f = L g")
     assert forced.forced and forced.forced_reason == "f = L g" and "eta L^2" in forced.forced_by
     assert not free.forced and free.forced_reason == "" and free.distinct_settings == 2
+
+
+def test_a_statistic_at_an_absolute_accuracy_keeps_the_loss_scale_apart():
+    """(L, eta) = (1, 4) and (2, 1): one run step for step (eta L^2 = 4), losses 4x apart."""
+    base = li.load_config(None, ["engine.counts=mean_field"])
+    named = [("a", base.with_overrides(["task.L=1", "train.lr=4"])), ("b", base.with_overrides(["task.L=2",
+                                                                                               "train.lr=1"]))]
+    assert settings_of(named, by="shape").distinct == settings_of(named, by="run").distinct == 1
+    assert settings_of(named, by="loss").distinct == 2

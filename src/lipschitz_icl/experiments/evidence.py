@@ -55,7 +55,7 @@ class Settings:
     """An experiment's settings grouped into copies."""
 
     groups: list[SettingGroup]
-    by: str  # "shape" (the statistic reads no time or loss scale) or "run" (it does)
+    by: str  # "shape" (the statistic reads no time or loss scale), "run" (it reads the time scale) or "loss" (both)
 
     @property
     def distinct(self) -> int:
@@ -87,7 +87,8 @@ class Settings:
 
 def settings_of(named: Sequence[tuple[str, Config]], by: str = "shape") -> Settings:
     """Group named configs by canonical form: ``by="shape"`` for a statistic blind to the time and loss
-    scales (attention, relative losses, rescaled times), ``"run"`` for one that reads them."""
+    scales (attention, relative losses, rescaled times), ``"run"`` for one that reads the time scale (steps),
+    ``"loss"`` for one that also reads the loss scale (a time to an absolute accuracy)."""
     return Settings(group_settings([(name, form_of(cfg)) for name, cfg in named], by=by), by)
 
 

@@ -16,7 +16,7 @@ from ..experiments.claims import ClaimResult
 from .text import compact, fmt
 
 READING_HEAD = ("reading", "verdict", "forced by", "distinct settings", "key numbers")
-SETTINGS_HEAD = ("fingerprint", "settings (first: the one counted)", "copies of the first, by invariance")
+SETTINGS_HEAD = ("shape fingerprint", "settings (first: the one counted)", "copies of the first, by invariance")
 COVERS_HEAD = ("interval", "value", "what it covers")
 _READING_OWN = ("verdict", "forced", "forced_by", "distinct_settings", "distinct")
 MAX_NUMBERS = 6  # key numbers shown per reading
@@ -55,7 +55,9 @@ def settings_line(c: ClaimResult) -> str:
     s = c.settings or {}
     if not s:
         return ""
-    by = {"shape": "the shape (blind to time and loss scales)", "run": "the run (time and loss scales kept)"}
+    by = {"shape": "the shape (blind to time and loss scales)", "run": "the run (the time scale kept: groups can "
+          "share a shape fingerprint)", "loss": "the run at its loss scale (time and loss scales kept: groups can "
+          "share a shape fingerprint)"}
     return (f"{s.get('settings', '?')} settings, {s.get('distinct', '?')} distinct, grouped by "
             f"{by.get(str(s.get('by')), s.get('by'))}; statistics, fits and intervals count one per distinct "
             "setting.")

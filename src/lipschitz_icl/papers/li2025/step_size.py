@@ -196,7 +196,7 @@ def _claim_p7(ctx: Context, runs, etas, L_star: float, fig, rho: float) -> Claim
             und = "sharp faster at the small eps, flat at the large one: neither the claim nor its refutation"
     stat["initial_loss"] = {f"{r.config.task.L:.3g}": float(r.series("loss").iloc[0]) for r in runs}
     return claim("P7", CRIT7, stat, s7, r7, figures=[fig], runs=rel_runs(ctx, runs), censored=censored,
-                 undecided_because=und, settings=run_settings(runs, by="run"),
+                 undecided_because=und, settings=run_settings(runs, by="loss"),
                  notes="At rho = 1 the tuned steps are so large that the loss crosses 1e-2 within the first two "
                        "steps, a time set by the step size, not by the regime's rate: every step is then scaled by "
                        "one common rho so that each time compared is resolved.")
