@@ -118,6 +118,7 @@ def eps_axis_statistic(run: Run) -> tuple[dict, dict[str, list[float]]]:
     levels = {float(k): int(t) for k, t in (run.summary.get("T_rel") or {}).items() if t}
     inside = sorted((e, t) for e, t in levels.items() if EPS_RANGE[0] * 0.999 <= e <= EPS_RANGE[1] * 1.001)
     stat: dict = {"eta_L2": eta_L2, "levels_in_range": len(inside), "eps_exponent": None, "is_power_law": False,
+                  "local_slopes": [], "local_slope_range": None,
                   "rms_power_law": None, "rms_log_model": None, "log_model_local_slope": None,
                   "s_eps": {f"{e:.3g}": t * eta_L2 for e, t in sorted(levels.items(), reverse=True)},
                   "status": run.summary["status"], "steps": run.summary["steps"]}
