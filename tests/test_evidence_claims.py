@@ -8,7 +8,11 @@ import numpy as np
 
 import lipschitz_icl as li
 from lipschitz_icl.experiments.claims import claim
-from lipschitz_icl.experiments.evidence import refined_conditions, settings_of, settled
+from lipschitz_icl.experiments.evidence import MIN_RESOLVED_STEPS, refined_conditions, settings_of, settled
+from lipschitz_icl.experiments.runner import Context
+from lipschitz_icl.experiments.sizes import TINY
+from lipschitz_icl.papers.li2025 import step_size
+from lipschitz_icl.papers.writeup import linear_vs_nonlinear
 
 
 def test_conditions_that_move_under_refinement_decide_nothing():
@@ -47,3 +51,22 @@ def test_a_statistic_at_an_absolute_accuracy_keeps_the_loss_scale_apart():
                                                                                                "train.lr=1"]))]
     assert settings_of(named, by="shape").distinct == settings_of(named, by="run").distinct == 1
     assert settings_of(named, by="loss").distinct == 2
+
+
+def test_p7_reads_no_time_inside_the_first_steps_and_p6_no_interval_of_one_curve(tmp_path):
+    p6, p7 = step_size.exp_tuned(Context(out=tmp_path, quick=True, sizes=TINY))
+    times = [t for ts in p7.statistic["times"].values() for t in ts.values() if t is not None]
+    assert p7.statistic["rho"] < 1 and min(times) >= MIN_RESOLVED_STEPS  # at rho = 1 a crossing came within 2 steps
+    medians = [v for k, v in p7.statistic.items() if k.startswith(("flat_", "sharp_"))]
+    assert all(m is None or m >= MIN_RESOLVED_STEPS for m in medians) and p7.statistic["unresolved_medians"] == []
+    assert p6.interval == {} and len(p6.statistic["local_slopes_label_noise"]) == len(TINY.tuned_L_factors) - 1
+    assert p6.refinement["approximation"].startswith("4x")
+
+
+def test_b6_counts_the_symmetric_classes_once_and_reads_the_classes_where_they_differ(tmp_path):
+    (b6,) = linear_vs_nonlinear.exp_linear_vs_nonlinear(Context(out=tmp_path, quick=True, sizes=TINY))
+    groups = [g["members"] for g in b6.settings["groups"]]
+    symmetric = next(g for g in groups if "orthonormal-linear-0.5Lstar" in g)
+    assert {m.split("-")[1] for m in symmetric} == {"linear", "relu_net", "sinusoid", "rbf"}  # one trajectory
+    assert not b6.forced and b6.distinct_settings == 7  # + orthonormal aniso_linear, 5 gaussian classes
+    assert b6.verdict == "inconclusive" or not b6.statistic["censored_runs"]  # a run at its budget decides nothing
