@@ -111,10 +111,10 @@ DECIDING: dict[str, tuple[tuple[str, str], ...]] = {
            ("levels_in_range", "eps levels reached in the range: needs >= 5")),
     "R5": (("by_reading", "supports a reading that is not forced with CV of L_x / L* <= 0.25 (span >= 3) and "
                           "median in [1/3, 3]; refutes no CV <= 0.5, or every one outside [1/10, 10]"),),
-    "R6": (("slope_Q", "slope of ||Q|| against L: supports > 0 by 2 se, refutes < 0.1"),
-           ("slope_Q_se", "its standard error"),
-           ("slope_window", "slope of the attention window: supports < 0 by 2 se, refutes > 0"),
-           ("slope_window_se", "its standard error")),
+    "R6": (("local_slopes_Q", "local slopes of ||Q|| against L: supports every one > 0, refutes one < -0.1"),
+           ("local_slopes_window", "of the attention window: supports every one < 0, refutes one > 0.1"),
+           ("slope_Q", "slope of ||Q|| against L: refutes < 0.1"),
+           ("slope_window", "slope of the attention window: refutes > 0")),
     "R7": (("best_head_attn_min", "supports >= 0.9; refutes < 0.5 while the transformer's error is within 2 x the "
                                   "reduced model's"),
            ("transformer_test_error", "against ..."), ("reduced_test_error", "... the reduced model's")),
