@@ -12,7 +12,6 @@ from ... import plots
 from ...baselines import nadaraya_watson
 from ...engines import make_generator
 from ...experiments.claims import ClaimResult, claim
-from ...experiments.evidence import power_law
 from ...experiments.figures import captioned, plain_log_ticks
 from ...experiments.measure import loglog_slope
 from ...experiments.registry import experiment
@@ -85,6 +84,12 @@ def train_continuous(L: float, *, tau: float, d: int, N: int, steps: int, batch:
     }
 
 
+def _local_slopes(x: list[float], y: list[float]) -> list[float]:
+    """Log-log slopes between successive points (one with two points)."""
+    lx, ly = np.log(np.asarray(x, dtype=float)), np.log(np.maximum(np.asarray(y, dtype=float), 1e-300))
+    return [float(v) for v in np.diff(ly) / np.diff(lx)]
+
+
 @experiment("R6", suites=("extensions",), statements=STATEMENTS)
 @captioned(CAPTIONS)
 @single_threaded
@@ -114,8 +119,7 @@ def exp_continuous(ctx: Context) -> list[ClaimResult]:
             "n_eff": [r["n_eff"] for r in rows], "error": [r["error"] for r in rows],
             "nadaraya_watson_error": [r["nadaraya_watson_error"] for r in rows], "slope_Q": sq, "slope_Q_se": se_q,
             "slope_window": sw, "slope_window_se": se_w, "predicted_slope_Q": predicted}
-    local_q = power_law(Ls, stat["Q_norm"], band=math.inf).local_slopes  # one curve: its local slopes decide
-    local_w = power_law(Ls, stat["window"], band=math.inf).local_slopes
+    local_q, local_w = _local_slopes(Ls, stat["Q_norm"]), _local_slopes(Ls, stat["window"])  # one curve each
     stat.update(local_slopes_Q=local_q, local_slopes_window=local_w)
     ok = math.isfinite(sq) and math.isfinite(sw) and bool(local_q) and bool(local_w)
     sup = ok and min(local_q) > 0 and max(local_w) < 0
