@@ -60,7 +60,8 @@ CRIT7 = (
     "recorded; log-loss interpolated within the step, so no ties), censored runs counted "
     "as slower than every run that reached eps. Compare the median time of flat (L < L*) and sharp (L > L*) runs at "
     f"eps = {P7_EPS[0]:g} and {P7_EPS[1]:g}. Supported if flat is faster at the small eps and sharp faster at the "
-    "large one; not supported if the same regime is faster at both; inconclusive when a median is censored.")
+    "large one; not supported if the same regime is faster at both; inconclusive when a median is censored. The "
+    f"verdict stands only if the same steps at {REFINE_DRAWS}x the count draws give the same one.")
 
 
 def _eta_max_by_L(cfg: Config, Ls: list[float], tau: float = 0.0) -> dict[float, float]:
@@ -104,8 +105,9 @@ def exp_tuned(ctx: Context) -> list[ClaimResult]:
     fine_ctx, what = refined_context(ctx)
     fine_cfg = paper_base(fine_ctx, "train.eps=1e-6", f"train.steps={S.budget}", "train.log_every=1")
     fine_tau = _eta_max_by_L(fine_cfg, Ls, P6_TAU)
+    fine_runs = _tuned_group(fine_ctx, fine_cfg, etas, rho)  # the same steps at the finer approximation
     return [_claim_p6(ctx, Ls, emax, emax_tau, runs, fig, (fine_tau, what)),
-            _claim_p7(ctx, runs, {L: rho * e for L, e in etas.items()}, L_star, fig, rho)]
+            _claim_p7(ctx, runs, {L: rho * e for L, e in etas.items()}, L_star, fig, rho, (fine_runs, what))]
 
 
 def _tuned_group(ctx: Context, cfg: Config, etas: dict[float, float], rho: float) -> list:
@@ -169,37 +171,45 @@ def _median_time(times: list[int | None]) -> float | None:
     return med if math.isfinite(med) else None
 
 
-def _claim_p7(ctx: Context, runs, etas, L_star: float, fig, rho: float) -> ClaimResult:
-    times = {eps: {r.config.task.L: crossing_times(r, [eps])[eps] for r in runs} for eps in P7_EPS}
-    med = {(eps, flat): _median_time([t for L, t in times[eps].items() if (L < L_star) == flat])
-           for eps in P7_EPS for flat in (True, False)}
-    censored = sum(t is None for eps in P7_EPS for t in times[eps].values())
-    stat = {f"{'flat' if fl else 'sharp'}_T_eps{eps:g}": v for (eps, fl), v in med.items()}
-    stat["rho"] = rho
+def _claim_p7(ctx: Context, runs, etas, L_star: float, fig, rho: float, fine: tuple[list, str]) -> ClaimResult:
+    stat, s7, r7, und = _p7_measure(runs, L_star, rho)
     stat["eta_by_L"] = {f"{L:.3g}": e for L, e in etas.items()}
-    stat["times"] = {f"{eps:g}": {f"{L:.3g}": t for L, t in ts.items()} for eps, ts in times.items()}
-    below = unresolved({f"{'flat' if fl else 'sharp'} at {eps:g}": v for (eps, fl), v in med.items()})
-    stat["unresolved_medians"] = below
-    if None in med.values():
-        s7 = r7 = False
-        und = "a regime's median run did not reach eps within the budget: a larger budget would decide"
-    elif below:
-        s7 = r7 = False
-        und = (f"the median times {', '.join(below)} are below {MIN_RESOLVED_STEPS} steps even at rho = {rho:.3g}: "
-               "a smaller common rho would resolve them")
-    else:
-        small, large = P7_EPS
-        flat_small = med[(small, True)] < med[(small, False)]
-        flat_large = med[(large, True)] < med[(large, False)]
-        s7, r7, und = flat_small and not flat_large, flat_small == flat_large, ""
-        if not (s7 or r7):
-            und = "sharp faster at the small eps, flat at the large one: neither the claim nor its refutation"
-    stat["initial_loss"] = {f"{r.config.task.L:.3g}": float(r.series("loss").iloc[0]) for r in runs}
-    return claim("P7", CRIT7, stat, s7, r7, figures=[fig], runs=rel_runs(ctx, runs), censored=censored,
-                 undecided_because=und, settings=run_settings(runs, by="loss"),
+    fine_runs, what = fine
+    fine_stat, *fine_decides, _ = _p7_measure(fine_runs, L_star, rho)
+    s7, r7, refined, moved = refined_conditions((s7, r7), tuple(fine_decides), what, {
+        k: v for k, v in fine_stat.items() if k.startswith(("flat_", "sharp_"))})
+    return claim("P7", CRIT7, stat, s7, r7, figures=[fig], runs=rel_runs(ctx, runs), censored=stat["censored"],
+                 undecided_because=moved or und, settings=run_settings(runs, by="loss"), refinement=refined,
                  notes="At rho = 1 the tuned steps are so large that the loss crosses 1e-2 within the first two "
                        "steps, a time set by the step size, not by the regime's rate: every step is then scaled by "
                        "one common rho so that each time compared is resolved.")
+
+
+def _p7_measure(runs, L_star: float, rho: float) -> tuple[dict, bool, bool, str]:
+    """P7's statistic from its runs and its conditions: (statistic, supported, refuted, what would decide it)."""
+    times = {eps: {r.config.task.L: crossing_times(r, [eps])[eps] for r in runs} for eps in P7_EPS}
+    med = {(eps, flat): _median_time([t for L, t in times[eps].items() if (L < L_star) == flat])
+           for eps in P7_EPS for flat in (True, False)}
+    stat = {f"{'flat' if fl else 'sharp'}_T_eps{eps:g}": v for (eps, fl), v in med.items()}
+    stat["rho"] = rho
+    stat["censored"] = sum(t is None for eps in P7_EPS for t in times[eps].values())
+    stat["times"] = {f"{eps:g}": {f"{L:.3g}": t for L, t in ts.items()} for eps, ts in times.items()}
+    below = unresolved({f"{'flat' if fl else 'sharp'} at {eps:g}": v for (eps, fl), v in med.items()})
+    stat["unresolved_medians"] = below
+    stat["initial_loss"] = {f"{r.config.task.L:.3g}": float(r.series("loss").iloc[0]) for r in runs}
+    if None in med.values():
+        return stat, False, False, ("a regime's median run did not reach eps within the budget: a larger budget "
+                                    "would decide")
+    if below:
+        return stat, False, False, (f"the median times {', '.join(below)} are below {MIN_RESOLVED_STEPS} steps even at "
+                                    f"rho = {rho:.3g}: a smaller common rho would resolve them")
+    small, large = P7_EPS
+    flat_small = med[(small, True)] < med[(small, False)]
+    flat_large = med[(large, True)] < med[(large, False)]
+    s7, r7 = flat_small and not flat_large, flat_small == flat_large
+    und = "" if (s7 or r7) else ("sharp faster at the small eps, flat at the large one: neither the claim nor its "
+                                 "refutation")
+    return stat, s7, r7, und
 
 
 def _tuned_figure(ctx, Ls, emax, emax_tau, runs, L_star, eta_0) -> str:
