@@ -31,7 +31,17 @@ def test_a_power_law_in_one_over_eps_reads_as_polynomial():
     assert stat["levels_in_range"] == 9
     assert stat["eps_exponent"] == pytest.approx(1.0, abs=0.01)
     assert stat["rms_power_law"] < stat["rms_log_model"]
-    assert interval["eps_exponent"][0] <= stat["eps_exponent"] <= interval["eps_exponent"][1]
+    # one deterministic curve: its exact slope and local slopes, no residual interval
+    assert interval == {} and stat["is_power_law"]
+    assert stat["local_slope_range"][0] == pytest.approx(1.0, abs=0.02) == stat["local_slope_range"][1]
+
+
+def test_a_curved_eps_relation_is_no_power_law():
+    """T growing as 1/eps^(1/2) below 3e-4 and as 1/eps^2 above it: a slope is fitted, the local slopes fail."""
+    curved = {e: (50.0 / e**0.5 if e > 3e-4 else 50.0 / 3e-4**0.5 * (3e-4 / e) ** 2) for e in LEVELS}
+    stat, _ = eps_axis.eps_axis_statistic(_run_with(curved))
+    assert not stat["is_power_law"] and "no power law" in stat["power_law_test"]
+    assert stat["local_slope_range"][0] < 0.7 and stat["local_slope_range"][1] > 1.5
 
 
 def test_a_logarithmic_time_reads_as_logarithmic():

@@ -207,12 +207,15 @@ def merged_by(a: SettingForm, b: SettingForm) -> list[str]:
 
 
 def group_settings(named: list[tuple[str, SettingForm]], by: str = "shape") -> list[SettingGroup]:
-    """Group settings into copies: ``by="shape"`` (one trajectory up to time and loss scale) or ``"run"``
-    (one trajectory step for step). Groups in order of first appearance."""
+    """Group settings into copies: ``by="shape"`` (one trajectory up to time and loss scale), ``"run"``
+    (one trajectory step for step) or ``"loss"`` (step for step at the same loss scale: what a statistic at an
+    absolute accuracy reads). Groups in order of first appearance."""
     groups: list[SettingGroup] = []
     for name, form in named:
         for g in groups:
-            same = g.forms[0].same_shape(form) if by == "shape" else g.forms[0].same_run(form)
+            first = g.forms[0]
+            same = first.same_shape(form) if by == "shape" else first.same_run(form) and (
+                by != "loss" or math.isclose(first.loss_scale, form.loss_scale, rel_tol=RTOL))
             if same:
                 g.members.append(name)
                 g.forms.append(form)

@@ -120,7 +120,8 @@ def claim(
 
     ``settings`` (an ``evidence.Settings``): the settings the statistic reads, grouped into copies; the result
     records how many are distinct and, when they are all one shape, is marked forced by the invariances that
-    merged them (an outcome the mathematics fixes: reported, flagged, and still a verdict)."""
+    merged them (an outcome the mathematics fixes: reported, flagged, and still a verdict); a ``forced_reason``
+    given for a result its settings do not force is dropped (the invariance it names did not apply)."""
     result = ClaimResult(id, STATEMENTS.get(id, ""), criterion, statistic, verdict(bool(supported), bool(refuted)),
                          **kw)
     if settings is not None:
@@ -132,4 +133,6 @@ def claim(
             result.forced_reason = result.forced_reason or (
                 f"every setting it reads is one trajectory up to scale ({settings.members} settings, 1 distinct: "
                 f"{forced_by})")
+        elif not result.forced:
+            result.forced_reason = ""
     return result

@@ -27,13 +27,14 @@ import numpy as np
 from ..config import Config
 from ..engines.kernel_spec import EXACT_MAX, exact_count_vectors
 from ..equivalence import SettingForm, SettingGroup, group_settings, setting_form
-from .claims import INCONCLUSIVE
+from .claims import INCONCLUSIVE, verdict
 from .runner import Context
 from .uncertainty import bootstrap_interval
 
 MIN_SEEDS = 5  # independent draws an interval needs before a verdict may rest on it
 LOCAL_SLOPE_BAND = 0.3  # a power law's local slopes stay within this of the fitted slope
 REFINE_DRAWS = 4  # the finer approximation: this many times the count draws
+SETTLED_TOL = 0.1  # a run stopped at its budget is settled when its quantity moved less than this (relative) at the end
 MIN_RESOLVED_STEPS = 10  # an event time a verdict rests on must be at least this many steps (not inside the first few)
 
 _FORMS: dict[str, SettingForm] = {}  # config hash -> canonical form (building a problem estimates Sigma)
@@ -54,7 +55,7 @@ class Settings:
     """An experiment's settings grouped into copies."""
 
     groups: list[SettingGroup]
-    by: str  # "shape" (the statistic reads no time or loss scale) or "run" (it does)
+    by: str  # "shape" (the statistic reads no time or loss scale), "run" (it reads the time scale) or "loss" (both)
 
     @property
     def distinct(self) -> int:
@@ -86,7 +87,8 @@ class Settings:
 
 def settings_of(named: Sequence[tuple[str, Config]], by: str = "shape") -> Settings:
     """Group named configs by canonical form: ``by="shape"`` for a statistic blind to the time and loss
-    scales (attention, relative losses, rescaled times), ``"run"`` for one that reads them."""
+    scales (attention, relative losses, rescaled times), ``"run"`` for one that reads the time scale (steps),
+    ``"loss"`` for one that also reads the loss scale (a time to an absolute accuracy)."""
     return Settings(group_settings([(name, form_of(cfg)) for name, cfg in named], by=by), by)
 
 
@@ -155,6 +157,18 @@ def unresolved(times: dict[str, float | None], minimum: int = MIN_RESOLVED_STEPS
     return [name for name, t in times.items() if t is not None and t < minimum]
 
 
+def settled(values: Sequence[float], tol: float = SETTLED_TOL, window: float = 0.1) -> bool:
+    """Whether a run that stopped at its budget had stopped moving: the mean of its quantity over the last
+    ``window`` of its recorded steps is within ``tol`` (relative) of the mean over the window before. A run that
+    is still moving is censored for a statistic read at its end: its value there decides nothing."""
+    vals = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
+    n = max(int(round(window * len(vals))), 1)
+    if len(vals) < 2 * n:
+        return False
+    last, before = float(vals[-n:].mean()), float(vals[-2 * n:-n].mean())
+    return abs(last - before) <= tol * max(abs(before), 1e-300)
+
+
 # ----------------------------------------------------------------------------- refinement
 
 
@@ -188,3 +202,13 @@ def settle(verdict: str, refined: dict) -> tuple[str, str]:
         return verdict, ""
     return INCONCLUSIVE, (f"the verdict moved under refinement ({verdict} -> {refined['verdict']} with "
                           f"{refined['approximation']}): the approximation decides it")
+
+
+def refined_conditions(coarse: tuple[bool, bool], fine: tuple[bool, bool], what: str,
+                       statistic: dict) -> tuple[bool, bool, dict, str]:
+    """(supported, refuted, ClaimResult.refinement, undecided_because) from the conditions at the claim's
+    approximation (``coarse``) and at the finer one (``fine``): the conditions stand when both verdicts agree;
+    when they do not, neither holds (inconclusive) and the reason names the approximation."""
+    refined = refinement(verdict(*coarse), verdict(*fine), what, statistic)
+    _, why = settle(verdict(*coarse), refined)
+    return (*(coarse if not why else (False, False)), refined, why)

@@ -44,14 +44,15 @@ DECIDING: dict[str, tuple[tuple[str, str], ...]] = {
            ("KlogK_lo..KlogK_hi", "95 % interval of the K log K slope, predicted +1: likewise"),
            ("delta_axis_cv", "spread of T_1 eta L^2 delta^2 Delta^2 across classes: supports <= 0.25, refutes > 0.5"),
            ("censored_by_axis", "an axis with a censored run decides nothing, unless its bound keeps the verdict")),
-    "P6": (("interval:eta_max_slope_label_noise", "95 % interval of the slope of log eta_max against log L with "
-                                                  "label noise: supports below -0.2, refutes within 0 +- 0.2 or "
-                                                  "above"),),
+    "P6": (("eta_max_slope_label_noise", "exact slope of log eta_max against log L with label noise (one "
+                                         "deterministic curve): supports below -0.2, refutes within 0 +- 0.2 or above"),
+           ("local_slopes_label_noise", "between successive L: supports every one negative, refutes one above +0.2")),
     "P7": (("flat_T_eps0.0001", "median time of the flat runs at eps = 1e-4 ..."),
            ("sharp_T_eps0.0001", "... against the sharp runs': supports flat faster here"),
            ("flat_T_eps0.01", "median time of the flat runs at eps = 1e-2 ..."),
            ("sharp_T_eps0.01", "... against the sharp runs': supports sharp faster here; the same regime faster at "
-                               "both refutes")),
+                               "both refutes"),
+           ("unresolved_medians", "medians below 10 steps: any decides nothing")),
     "P8": (("fraction_passing", "settings passing, censored runs failing: supports >= 0.8"),
            ("fraction_passing_if_censored_pass", "settings passing, censored runs passing: refutes <= 0.4")),
     "H1": (("n_phases", "supports 2 phases with the final loss <= eps; refutes 1 phase or no convergence"),
@@ -77,19 +78,22 @@ DECIDING: dict[str, tuple[tuple[str, str], ...]] = {
            ("spearman/steps_to_5pct", "claimed -; two with rho x sign < 0.2 refute")),
     "B6": (("linear_fraction_one_phase", "linear runs in one phase: supports >= 0.8 (with |slope| < 0.3); refutes "
                                          "2 phases in >= 50 % (or |slope| > 1)"),
-           ("nonlinear_fraction_two_phases", "nonlinear runs in two phases: supports >= 0.8")),
+           ("nonlinear_fraction_two_phases", "nonlinear runs in two phases: supports >= 0.8"),
+           ("censored_runs", "runs stopped at their budget: any makes it inconclusive")),
     "B7": (("ratio_eps0.03", "T_curriculum / T_none at eps = 0.03: supports <= 0.8 (at both)"),
            ("ratio_eps0.001", "at eps = 0.001: supports <= 0.8, refutes >= 0.95")),
     "R1": (("test_error_M_max", "supports <= 2 x the population's and <= error(M_min); refutes > 4 x the "
                                 "population's or > 1.5 x error(M_min)"),
-           ("population_test_error", "the reference"), ("test_error_M_min", "the smallest training set")),
+           ("population_test_error", "the reference"), ("test_error_M_min", "the smallest training set"),
+           ("unsettled_runs", "deciding runs still moving at their budget: any makes it inconclusive")),
     "R2": (("reduced_rho", "phase ratio rho: supports > 1 for both models; refutes > 1 for one and <= 1 for the "
                            "other"),
            ("factored_rho", "the same rule")),
     "R3a": (("T_conv_dominant", "supports the dominant feature reaching 0.9 before every rare one ..."),
             ("T_conv_rare_min", "... the earliest rare one; refutes a rare one no later")),
     "R3b": (("interval:sigma_half_median", "95 % interval of the median sigma_half over seeds: supports above 1.05, "
-                                           "refutes below 0.95"),),
+                                           "refutes below 0.95"),
+            ("unsettled_seeds", "seeds with a run still moving at its budget: left out (5 settled seeds needed)")),
     "R3c": (("min_final_attn", "supports every run >= 0.9; refutes a run at L >= 10 L* below 0.5"),
             ("T_eps_smallest_L", "T_eps at the smallest L ..."),
             ("T_eps_largest_L", "... against the largest: supports largest <= smallest, refutes largest > 2 x "
@@ -97,17 +101,20 @@ DECIDING: dict[str, tuple[tuple[str, str], ...]] = {
     "R3d": (("optimum_min_attn", "min_k Attn_k at the optimum: supports >= 0.9 for every tau, refutes < 0.9 for "
                                  "some tau"),
             ("attn_gap_to_optimum", "trained against the optimum: supports <= 0.05, refutes > 0.15"),
-            ("error_over_optimum", "supports <= 1.1, refutes > 1.5")),
-    "R4": (("eps_exponent", "slope of log T_eps against log(1/eps): supports <= 0.25, refutes >= 0.5"),
+            ("error_over_optimum", "supports <= 1.1, refutes > 1.5"),
+            ("exact_optimum_min_attn", "the same at the exact optimum (refinement): the verdict must agree")),
+    "R4": (("eps_exponent", "exact slope of log T_eps against log(1/eps) (one curve): supports <= 0.25, refutes "
+                            ">= 0.5 ..."),
+           ("local_slope_range", "... with every local slope within 0.3 of it (a power law)"),
            ("rms_log_model", "relative RMS of the logarithmic model ..."),
            ("rms_power_law", "... against the power law's: the better fit must agree"),
            ("levels_in_range", "eps levels reached in the range: needs >= 5")),
     "R5": (("by_reading", "supports a reading that is not forced with CV of L_x / L* <= 0.25 (span >= 3) and "
                           "median in [1/3, 3]; refutes no CV <= 0.5, or every one outside [1/10, 10]"),),
-    "R6": (("slope_Q", "slope of ||Q|| against L: supports > 0 by 2 se, refutes < 0.1"),
-           ("slope_Q_se", "its standard error"),
-           ("slope_window", "slope of the attention window: supports < 0 by 2 se, refutes > 0"),
-           ("slope_window_se", "its standard error")),
+    "R6": (("local_slopes_Q", "local slopes of ||Q|| against L: supports every one > 0, refutes one < -0.1"),
+           ("local_slopes_window", "of the attention window: supports every one < 0, refutes one > 0.1"),
+           ("slope_Q", "slope of ||Q|| against L: refutes < 0.1"),
+           ("slope_window", "slope of the attention window: refutes > 0")),
     "R7": (("best_head_attn_min", "supports >= 0.9; refutes < 0.5 while the transformer's error is within 2 x the "
                                   "reduced model's"),
            ("transformer_test_error", "against ..."), ("reduced_test_error", "... the reduced model's")),

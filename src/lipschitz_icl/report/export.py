@@ -18,7 +18,8 @@ def claims_frame(claims: list[ClaimResult], size: str, before: dict[str, ClaimRe
     rows = []
     for c in sorted(claims, key=lambda c: claim_rank(c.id)):
         row = {"id": c.id, "verdict": c.verdict, "size": c.size or size, "forced": c.forced,
-               "forced_reason": c.forced_reason, "censored": c.censored,
+               "forced_reason": c.forced_reason, "forced_by": c.forced_by, "distinct_settings": c.distinct_settings,
+               "censored": c.censored,
                "statistic": headline(c.statistic, 8, c.criterion),
                "criterion": c.criterion, "undecided_because": c.undecided_because, "experiment": c.experiment,
                "statement": c.statement}

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..experiments.claims import ClaimResult
 from ..store import atomic_write_text
+from . import evidence as ev
 from .data import Comparison, Owner, figure_owners, fold_note, run_warnings, sorted_claims
 from .statistic import layout
 from .text import (
@@ -120,6 +121,27 @@ def _statistic(c: ClaimResult) -> str:
     return "".join(parts) + f"<details><summary>raw statistic (JSON)</summary><pre>{raw}</pre></details>"
 
 
+def _table(head: tuple[str, ...], rows: list[tuple[str, ...]], cls: str = "stat") -> str:
+    return (f'<table class="{cls}"><tr>' + "".join(f"<th>{e(h)}</th>" for h in head) + f"</tr>{_rows(rows)}"
+            "</table>")
+
+
+def _evidence(c: ClaimResult) -> str:
+    """The verdict per reading, what each interval covers, the refinement, and the settings with their copies."""
+    parts = []
+    if c.readings:
+        parts.append(f'<p><b>Per reading.</b></p>{_table(ev.READING_HEAD, ev.reading_rows(c), "readings")}')
+    covers = ev.covers_rows(c)
+    if covers:
+        parts.append(f'<p><b>Intervals and what they cover.</b></p>{_table(ev.COVERS_HEAD, covers, "covers")}')
+    if c.refinement:
+        parts.append(f"<p><b>Refinement.</b> {e(ev.refinement_line(c))}</p>")
+    if c.settings:
+        parts.append(f"<p><b>Settings.</b> {e(ev.settings_line(c))}</p><details><summary>fingerprints and copies"
+                     f"</summary>{_table(ev.SETTINGS_HEAD, ev.settings_rows(c), 'settings')}</details>")
+    return "".join(parts)
+
+
 def _section(out: Path, c: ClaimResult, meta: dict, owners: dict[str, Owner], cmp: Comparison | None) -> str:
     warnings = run_warnings(out, c.runs)
     badge = (f'<span class="badge warn" title="{e("; ".join(warnings))}">⚠ {len(warnings)} run(s) ended at step 0 '
@@ -135,7 +157,8 @@ def _section(out: Path, c: ClaimResult, meta: dict, owners: dict[str, Owner], cm
     notes = f"<p><b>Notes.</b> {e(c.notes)}</p>" if c.notes else ""
     return (f'<section id="{e(c.id)}"><h2>{e(c.id)} — {_verdict(c)}{badge}</h2>'
             f"<blockquote>{e(c.statement)}</blockquote><p class=why><b>Why.</b> {e(reason(c, warnings))}</p>"
-            f"<p><b>Criterion.</b> {e(c.criterion)}</p>{_statistic(c)}{_figures(out, c, owners)}{warn_list}"
+            f"<p><b>Criterion.</b> {e(c.criterion)}</p>{_statistic(c)}{_evidence(c)}{_figures(out, c, owners)}"
+            f"{warn_list}"
             f"{compare}{notes}{_footer(c)}</section>")
 
 
@@ -147,7 +170,7 @@ def _footer(c: ClaimResult) -> str:
 
 
 def _claims_table(claims: list[ClaimResult], meta: dict, cmp: Comparison | None) -> str:
-    head = "<tr><th>id</th><th>claim</th><th>verdict</th>"
+    head = "<tr><th>id</th><th>claim</th><th>verdict</th><th>distinct settings</th><th>forced by</th>"
     head += f"<th>verdict at {e(cmp.size or 'previous')} size</th><th>why they differ</th>" if cmp else ""
     rows = []
     for c in sorted_claims(claims):
@@ -156,7 +179,7 @@ def _claims_table(claims: list[ClaimResult], meta: dict, cmp: Comparison | None)
             _, size_before, prev, why = cmp.pair(c, str(meta.get("size", "")))
             extra = f"<td>{_verdict(prev) if prev else '—'}</td><td>{e(why)}</td>"
         rows.append(f'<tr><td><a href="#{e(c.id)}">{e(c.id)}</a></td><td>{e(c.statement)}</td>'
-                    f"<td>{_verdict(c)}</td>{extra}</tr>")
+                    f"<td>{_verdict(c)}</td><td>{e(ev.distinct_cell(c))}</td><td>{e(ev.forced_by_cell(c))}</td>{extra}</tr>")
     return f"<table>{head}</tr>{''.join(rows)}</table>"
 
 

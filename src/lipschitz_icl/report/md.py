@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..experiments.claims import VERDICTS, ClaimResult
 from ..store import atomic_write_text
+from . import evidence as ev
 from .data import Comparison, Owner, figure_owners, fold_note, run_warnings, sorted_claims
 from .deciding import deciding
 from .statistic import layout
@@ -33,10 +34,12 @@ def verdict_md(c: ClaimResult) -> str:
 
 
 def claims_table_md(claims: list[ClaimResult], link_root: str = "") -> str:
-    lines = ["| claim | verdict | statistic (abridged) | figure |", "|---|---|---|---|"]
+    lines = ["| claim | verdict | statistic (abridged) | distinct settings | forced by | figure |",
+             "|---|---|---|---|---|---|"]
     for c in sorted_claims(claims):
         fig = f"[{Path(c.figures[0]).name}]({link_root}{c.figures[0]})" if c.figures else ""
-        lines.append(f"| {c.id} | {verdict_md(c)} | {_abridge(c)} | {fig} |")
+        forced_by = _cell(ev.forced_by_cell(c))
+        lines.append(f"| {c.id} | {verdict_md(c)} | {_abridge(c)} | {ev.distinct_cell(c)} | {forced_by} | {fig} |")
     return "\n".join(lines)
 
 
@@ -100,6 +103,22 @@ def _statistic_md(c: ClaimResult) -> list[str]:
             "</details>", ""]
 
 
+def _evidence_md(c: ClaimResult) -> list[str]:
+    """The verdict per reading, what each interval covers, the refinement, and the settings with their copies."""
+    lines: list[str] = []
+    if c.readings:
+        lines += ["**Per reading.**", "", *_table_md(ev.READING_HEAD, ev.reading_rows(c)), ""]
+    covers = ev.covers_rows(c)
+    if covers:
+        lines += ["**Intervals and what they cover.**", "", *_table_md(ev.COVERS_HEAD, covers), ""]
+    if c.refinement:
+        lines += [f"**Refinement.** {ev.refinement_line(c)}", ""]
+    if c.settings:
+        lines += [f"**Settings.** {ev.settings_line(c)}", "", "<details><summary>fingerprints and copies</summary>", "",
+                  *_table_md(ev.SETTINGS_HEAD, ev.settings_rows(c)), "", "</details>", ""]
+    return lines
+
+
 def _figures_md(out: Path, c: ClaimResult, owners: dict[str, Owner]) -> list[str]:
     lines = []
     for f in c.figures:
@@ -117,7 +136,7 @@ def _claim_md(out: Path, c: ClaimResult, meta: dict, owners: dict[str, Owner], c
     flags = f" · ⚠ {len(warnings)} run(s) need care" if warnings else ""
     parts = [f'<a id="{c.id}"></a>', "", f"## {c.id} — {verdict_md(c)}{flags}", "", f"> {c.statement}", "",
              f"**Why.** {reason(c, warnings)}", "", f"**Criterion.** {c.criterion}", "", "**Statistic.**", "",
-             *_statistic_md(c), *_figures_md(out, c, owners)]
+             *_statistic_md(c), *_evidence_md(c), *_figures_md(out, c, owners)]
     if warnings:
         parts += ["**⚠ Runs that ended at step 0 or did not end normally.**", "", *[f"- `{w}`" for w in warnings], ""]
     if cmp is not None:

@@ -18,11 +18,20 @@ from ... import plots
 from ...analysis import analyze_run_object
 from ...config import Config
 from ...experiments.claims import ClaimResult, claim
+from ...experiments.evidence import (
+    MIN_RESOLVED_STEPS,
+    REFINE_DRAWS,
+    power_law,
+    refined_conditions,
+    refined_context,
+    run_settings,
+    unresolved,
+)
 from ...experiments.figures import captioned
 from ...experiments.measure import L_star_of, crossing_times
 from ...experiments.registry import experiment
 from ...experiments.runner import Context, paper_base, rel_runs, run_group, with_overrides
-from ...experiments.uncertainty import Margin, bootstrap_loglog_slope, interval_dict, ratio_spread
+from ...experiments.uncertainty import Margin, bootstrap_loglog_slope, ratio_spread
 from ...problem import build_problem
 from ...theory import eta_max
 
@@ -34,18 +43,25 @@ P7_EPS = (1e-4, 1e-2)  # P7: absolute accuracy targets, small and large
 CRIT6 = (
     "eta_max(L) = 2 / lambda_max of the loss Hessian at Q = 0, for L from L*/4 to 4 L*. Without label noise the "
     "slope of log eta_max against log L is -2 exactly (forced by f = L g, reported). Decided with label noise "
-    f"tau = {P6_TAU:g} (the loss is then L^2 l_1 + tau^2 l_tau, so the slope is free): slope with a 95% bootstrap "
-    f"interval over the L points. Supported if the interval lies below -{P6_MARGIN.margin:g} (the tolerable step "
-    f"falls as L grows); not supported if it lies within {P6_MARGIN.describe()} (step size independent of L) or "
-    "above it; otherwise inconclusive.")
+    f"tau = {P6_TAU:g} (the loss is then L^2 l_1 + tau^2 l_tau, so the slope is free). eta_max(L) is one "
+    "deterministic curve (given the count draws), so its least-squares slope is given exactly with its local slopes "
+    f"between successive L, no interval. Supported if the slope is below -{P6_MARGIN.margin:g} and every local slope "
+    f"is negative (the tolerable step falls as L grows, throughout); not supported if the slope lies within "
+    f"{P6_MARGIN.describe()} or above it, or some local slope exceeds +{P6_MARGIN.margin:g}; otherwise inconclusive. "
+    f"The verdict stands only if eta_max at {REFINE_DRAWS}x the count draws gives the same one.")
 CRIT7 = (
-    f"Runs at eta(L) = min(eta_0, {KAPPA:g} eta_max(L)) with eta_0 = {KAPPA:g} eta_max(L*): flat runs share eta_0, "
-    "sharp runs get the smaller step their curvature needs (at eta proportional to 1/L^2 every L is one trajectory "
-    "and the comparison is forced), L from L*/4 to 4 L*, the time the loss crosses an absolute eps (every step "
+    f"Runs at eta(L) = rho min(eta_0, {KAPPA:g} eta_max(L)) with eta_0 = {KAPPA:g} eta_max(L*): flat runs share "
+    "eta_0, sharp runs get the smaller step their curvature needs (at eta proportional to 1/L^2 every L is one "
+    "trajectory and the comparison is forced), L from L*/4 to 4 L*. No time below "
+    f"{MIN_RESOLVED_STEPS} steps decides: rho = 1 first, and when a crossing comes sooner than that, every step is "
+    f"scaled by one common rho = (shortest time) / {2 * MIN_RESOLVED_STEPS} (the tuning ratio between the regimes is "
+    "kept; the budget grows as 1 / rho); a median still below the resolution leaves the claim inconclusive. "
+    "The time the loss crosses an absolute eps (every step "
     "recorded; log-loss interpolated within the step, so no ties), censored runs counted "
     "as slower than every run that reached eps. Compare the median time of flat (L < L*) and sharp (L > L*) runs at "
     f"eps = {P7_EPS[0]:g} and {P7_EPS[1]:g}. Supported if flat is faster at the small eps and sharp faster at the "
-    "large one; not supported if the same regime is faster at both; inconclusive when a median is censored.")
+    "large one; not supported if the same regime is faster at both; inconclusive when a median is censored. The "
+    f"verdict stands only if the same steps at {REFINE_DRAWS}x the count draws give the same one.")
 
 
 def _eta_max_by_L(cfg: Config, Ls: list[float], tau: float = 0.0) -> dict[float, float]:
@@ -84,29 +100,66 @@ def exp_tuned(ctx: Context) -> list[ClaimResult]:
     emax, emax_tau = _eta_max_by_L(cfg, Ls), _eta_max_by_L(cfg, Ls, P6_TAU)
     eta_0 = KAPPA * eta_max(build_problem(with_overrides(cfg, [f"task.L={L_star:.6g}"])))
     etas = {L: min(eta_0, KAPPA * emax[L]) for L in Ls}
-    configs = [with_overrides(cfg, [f"task.L={L:.6g}", f"train.lr={etas[L]:.6g}", f"name=L{L:.3g}"]) for L in Ls]
-    runs = run_group(ctx, "tuned", configs, "(d) eta = min(eta_0, kappa eta_max)")
+    runs, rho = _resolved_runs(ctx, cfg, etas)
     fig = _tuned_figure(ctx, Ls, emax, emax_tau, runs, L_star, eta_0)
-    return [_claim_p6(ctx, Ls, emax, emax_tau, runs, fig), _claim_p7(ctx, runs, etas, L_star, fig)]
+    fine_ctx, what = refined_context(ctx)
+    fine_cfg = paper_base(fine_ctx, "train.eps=1e-6", f"train.steps={S.budget}", "train.log_every=1")
+    fine_tau = _eta_max_by_L(fine_cfg, Ls, P6_TAU)
+    fine_runs = _tuned_group(fine_ctx, fine_cfg, etas, rho)  # the same steps at the finer approximation
+    return [_claim_p6(ctx, Ls, emax, emax_tau, runs, fig, (fine_tau, what)),
+            _claim_p7(ctx, runs, {L: rho * e for L, e in etas.items()}, L_star, fig, rho, (fine_runs, what))]
 
 
-def _claim_p6(ctx: Context, Ls, emax, emax_tau, runs, fig) -> ClaimResult:
+def _tuned_group(ctx: Context, cfg: Config, etas: dict[float, float], rho: float) -> list:
+    """Runs at eta = rho etas[L], each stopping once the loss is below the smallest P7 eps."""
+    steps = math.ceil(ctx.sizes.budget / rho)
+    group, label = ("tuned", "(d) eta = min(eta_0, kappa eta_max)") if rho == 1 else (
+        "tuned-resolved", f"(d) eta = {rho:.3g} min(eta_0, kappa eta_max)")
+    configs = [with_overrides(cfg, [f"task.L={L:.6g}", f"train.lr={rho * e:.6g}", f"train.steps={steps}",
+                                    f"train.eps={P7_EPS[0] / 2:g}", f"name=L{L:.3g}"]) for L, e in etas.items()]
+    return run_group(ctx, group, configs, label)
+
+
+def _resolved_runs(ctx: Context, cfg: Config, etas: dict[float, float]) -> tuple[list, float]:
+    """The tuned runs at rho = 1, or, when a crossing of a P7 eps comes before MIN_RESOLVED_STEPS, again at one
+    common rho < 1 that resolves it. Returns (runs, rho)."""
+    runs = _tuned_group(ctx, cfg, etas, 1.0)
+    times = [t for r in runs for t in crossing_times(r, list(P7_EPS)).values() if t is not None and t > 0]
+    if not times or min(times) >= MIN_RESOLVED_STEPS:
+        return runs, 1.0
+    rho = min(times) / (2 * MIN_RESOLVED_STEPS)
+    return _tuned_group(ctx, cfg, etas, rho), rho
+
+
+def _claim_p6(ctx: Context, Ls, emax, emax_tau, runs, fig, refined: tuple[dict, str]) -> ClaimResult:
     slope0, _ = bootstrap_loglog_slope(Ls, [emax[L] for L in Ls])
-    slope_tau, iv_tau = bootstrap_loglog_slope(Ls, [emax_tau[L] for L in Ls], seed=ctx.seed)
-    inside, outside = P6_MARGIN.decide(iv_tau)
-    falls = outside and iv_tau[1] < P6_MARGIN.target - P6_MARGIN.margin
+    law = power_law(Ls, [emax_tau[L] for L in Ls], band=math.inf)  # its exact slope and local slopes
+    fine_tau, what = refined
+    fine = power_law(Ls, [fine_tau[L] for L in Ls], band=math.inf)
+    sup, ref, refinement_, moved = refined_conditions(_p6_conditions(law), _p6_conditions(fine), what, {
+        "eta_max_slope_label_noise": fine.slope, "local_slopes": fine.local_slopes})
     stat = {"eta_max_slope_noise_free": slope0,
             "eta_max_L2_spread_noise_free": ratio_spread([emax[L] * L**2 for L in Ls]),  # 1: eta_max = C / L^2
-            "eta_max_slope_label_noise": slope_tau, "label_noise_tau": P6_TAU,
+            "eta_max_slope_label_noise": law.slope, "local_slopes_label_noise": law.local_slopes,
+            "label_noise_tau": P6_TAU,
             "eta_max": {f"{L:.3g}": emax[L] for L in Ls}, "eta_max_label_noise": {f"{L:.3g}": emax_tau[L] for L in Ls},
             "monotone_runs": sum(bool(analyze_run_object(r)["loss_monotone"]) for r in runs), "runs": len(runs)}
-    und = "" if (falls or inside or outside) else (
-        f"the label-noise slope's interval {iv_tau} straddles -{P6_MARGIN.margin:g}: more values of L would decide")
-    return claim("P6", CRIT6, stat, falls, inside or (outside and not falls), figures=[fig],
-                 runs=rel_runs(ctx, runs), interval=interval_dict(eta_max_slope_label_noise=iv_tau),
+    und = moved or ("" if (sup or ref) else
+                    f"the label-noise slope {law.slope:.3g} (local slopes {min(law.local_slopes):.3g} to "
+                    f"{max(law.local_slopes):.3g}) is between the margins: more values of L would decide")
+    return claim("P6", CRIT6, stat, sup, ref, figures=[fig], runs=rel_runs(ctx, runs), refinement=refinement_,
                  undecided_because=und,
                  notes="Noise-free, eta_max(L) L^2 is one constant (slope -2 to 1e-9): forced by f = L g, so that "
-                       "reading cannot fail; the verdict comes from the label-noise reading.")
+                       "reading cannot fail; the verdict comes from the label-noise reading, a deterministic curve "
+                       "(its exact slope and local slopes; no interval).")
+
+
+def _p6_conditions(law) -> tuple[bool, bool]:
+    """(supported, refuted) of P6 from the label-noise curve's slope and local slopes."""
+    m = P6_MARGIN.margin
+    sup = law.slope < -m and all(x < 0 for x in law.local_slopes)
+    ref = law.slope >= -m or any(x > m for x in law.local_slopes)
+    return sup, ref
 
 
 def _median_time(times: list[int | None]) -> float | None:
@@ -118,29 +171,45 @@ def _median_time(times: list[int | None]) -> float | None:
     return med if math.isfinite(med) else None
 
 
-def _claim_p7(ctx: Context, runs, etas, L_star: float, fig) -> ClaimResult:
+def _claim_p7(ctx: Context, runs, etas, L_star: float, fig, rho: float, fine: tuple[list, str]) -> ClaimResult:
+    stat, s7, r7, und = _p7_measure(runs, L_star, rho)
+    stat["eta_by_L"] = {f"{L:.3g}": e for L, e in etas.items()}
+    fine_runs, what = fine
+    fine_stat, *fine_decides, _ = _p7_measure(fine_runs, L_star, rho)
+    s7, r7, refined, moved = refined_conditions((s7, r7), tuple(fine_decides), what, {
+        k: v for k, v in fine_stat.items() if k.startswith(("flat_", "sharp_"))})
+    return claim("P7", CRIT7, stat, s7, r7, figures=[fig], runs=rel_runs(ctx, runs), censored=stat["censored"],
+                 undecided_because=moved or und, settings=run_settings(runs, by="loss"), refinement=refined,
+                 notes="At rho = 1 the tuned steps are so large that the loss crosses 1e-2 within the first two "
+                       "steps, a time set by the step size, not by the regime's rate: every step is then scaled by "
+                       "one common rho so that each time compared is resolved.")
+
+
+def _p7_measure(runs, L_star: float, rho: float) -> tuple[dict, bool, bool, str]:
+    """P7's statistic from its runs and its conditions: (statistic, supported, refuted, what would decide it)."""
     times = {eps: {r.config.task.L: crossing_times(r, [eps])[eps] for r in runs} for eps in P7_EPS}
     med = {(eps, flat): _median_time([t for L, t in times[eps].items() if (L < L_star) == flat])
            for eps in P7_EPS for flat in (True, False)}
-    censored = sum(t is None for eps in P7_EPS for t in times[eps].values())
     stat = {f"{'flat' if fl else 'sharp'}_T_eps{eps:g}": v for (eps, fl), v in med.items()}
-    stat["eta_by_L"] = {f"{L:.3g}": e for L, e in etas.items()}
+    stat["rho"] = rho
+    stat["censored"] = sum(t is None for eps in P7_EPS for t in times[eps].values())
     stat["times"] = {f"{eps:g}": {f"{L:.3g}": t for L, t in ts.items()} for eps, ts in times.items()}
-    if None in med.values():
-        s7 = r7 = False
-        und = "a regime's median run did not reach eps within the budget: a larger budget would decide"
-    else:
-        small, large = P7_EPS
-        flat_small = med[(small, True)] < med[(small, False)]
-        flat_large = med[(large, True)] < med[(large, False)]
-        s7, r7, und = flat_small and not flat_large, flat_small == flat_large, ""
-        if not (s7 or r7):
-            und = "sharp faster at the small eps, flat at the large one: neither the claim nor its refutation"
+    below = unresolved({f"{'flat' if fl else 'sharp'} at {eps:g}": v for (eps, fl), v in med.items()})
+    stat["unresolved_medians"] = below
     stat["initial_loss"] = {f"{r.config.task.L:.3g}": float(r.series("loss").iloc[0]) for r in runs}
-    return claim("P7", CRIT7, stat, s7, r7, figures=[fig], runs=rel_runs(ctx, runs), censored=censored,
-                 undecided_because=und,
-                 notes="Times of a few steps are set by the step size (eta L^2 per step in rescaled time), not by "
-                       "the regime's rate: read the large-eps comparison with that in mind.")
+    if None in med.values():
+        return stat, False, False, ("a regime's median run did not reach eps within the budget: a larger budget "
+                                    "would decide")
+    if below:
+        return stat, False, False, (f"the median times {', '.join(below)} are below {MIN_RESOLVED_STEPS} steps even at "
+                                    f"rho = {rho:.3g}: a smaller common rho would resolve them")
+    small, large = P7_EPS
+    flat_small = med[(small, True)] < med[(small, False)]
+    flat_large = med[(large, True)] < med[(large, False)]
+    s7, r7 = flat_small and not flat_large, flat_small == flat_large
+    und = "" if (s7 or r7) else ("sharp faster at the small eps, flat at the large one: neither the claim nor its "
+                                 "refutation")
+    return stat, s7, r7, und
 
 
 def _tuned_figure(ctx, Ls, emax, emax_tau, runs, L_star, eta_0) -> str:

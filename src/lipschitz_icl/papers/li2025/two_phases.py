@@ -5,6 +5,7 @@ from __future__ import annotations
 from ... import plots
 from ...analysis import analyze_run_object, creep_decelerates, min_attention
 from ...experiments.claims import ClaimResult, claim
+from ...experiments.evidence import run_settings
 from ...experiments.figures import captioned
 from ...experiments.measure import L_star_of
 from ...experiments.registry import experiment
@@ -93,8 +94,10 @@ def exp_regimes(ctx: Context) -> list[ClaimResult]:
             "s_T1_by_L": {f"{r.config.task.L:.3g}": _rescaled(r, "T_1") for r in all_runs},
             "s_Teps_by_L": {f"{r.config.task.L:.3g}": _rescaled(r, "T_eps") for r in all_runs}}
     return [claim("P1", criterion, stat, lo >= 0.8, hi <= 0.2, figures=figs, runs=rel_runs(ctx, all_runs),
-                  forced=True, forced_reason=FORCED_P1, censored=len(censored),
+                  forced_reason=FORCED_P1, censored=len(censored), settings=run_settings(all_runs),
                   interval={"fraction_two_phases": [lo, hi]},
+                  interval_covers={"fraction_two_phases": "the censored runs counted as 1 or as 2 phases (bounds, "
+                                   "not an interval over randomness)"},
                   undecided_because="" if lo >= 0.8 or hi <= 0.2 else
                   "the share of two-phase runs lies between the margins (or censored runs could move it across "
                   "one); the shape of the one trajectory in s at small steps decides it")]

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ... import plots
 from ...api import Run
 from ...experiments.claims import ClaimResult, claim
+from ...experiments.evidence import (
+    LOCAL_SLOPE_BAND,
+    REFINE_DRAWS,
+    power_law,
+    refined_conditions,
+    refined_context,
+    run_settings,
+)
 from ...experiments.figures import captioned
 from ...experiments.registry import experiment
 from ...experiments.runner import (
@@ -55,9 +61,13 @@ CRITERION_R4 = (
     f"log T_eps against log(1/eps) over eps in [{EPS_RANGE[0]:g}, {EPS_RANGE[1]:g}]. Two models are also fitted "
     "there by least squares on T: power law log T = a + b log(1/eps), and logarithmic T = a + b log(1/eps) "
     "(whose local log-log slope is b / (a + b log(1/eps)), about 1/log(1/eps) ~ 0.1 when a is small); their RMS "
-    f"residuals relative to T are compared. Supported (logarithmic) if eps_exponent <= {LOG_MAX} and the logarithmic "
-    f"model fits no worse; not supported (polynomial) if eps_exponent >= {POLY_MIN} and the power law fits "
-    f"better. Inconclusive otherwise, or with fewer than {MIN_LEVELS} levels reached in the range (censored).")
+    f"residuals relative to T are compared. The curve is deterministic (one run): eps_exponent is its exact slope, "
+    f"given with the range of its local slopes between successive levels, never a residual interval; a power law "
+    f"is read only if every local slope lies within {LOCAL_SLOPE_BAND:g} of eps_exponent (evidence.power_law). "
+    f"Supported (logarithmic) if eps_exponent <= {LOG_MAX} and the logarithmic model fits no worse; not supported "
+    f"(polynomial) if eps_exponent >= {POLY_MIN}, the local slopes pass that test and the power law fits better. "
+    f"Inconclusive otherwise, or with fewer than {MIN_LEVELS} levels reached in the range (censored). The verdict "
+    f"stands only if the same run at {REFINE_DRAWS}x the count draws gives the same one.")
 
 
 @experiment("R4", suites=("extensions",), statements=STATEMENTS)
@@ -65,36 +75,50 @@ CRITERION_R4 = (
 @single_threaded
 def exp_eps_axis(ctx: Context) -> list[ClaimResult]:
     """T_eps against relative eps over four decades, from one run's exact crossing steps."""
-    S = ctx.sizes
+    run, stat, decides, undecided = _measure(ctx)
+    fine_ctx, what = refined_context(ctx)
+    _, fine, fine_decides, _ = _measure(fine_ctx)
+    sup, ref, refined, moved = refined_conditions(decides, fine_decides, what, {
+        k: fine.get(k) for k in ("eps_exponent", "local_slope_range", "is_power_law")})
+    notes = ("A finding against P5: T_eps grows as a power of 1/eps, not as log(1/eps)."
+             if ref else "")
+    decided = stat["levels_in_range"] >= MIN_LEVELS
+    return [claim("R4", CRITERION_R4, stat, sup, ref, figures=[_eps_figure(ctx, run, stat)], runs=rel_runs(ctx, [run]),
+                  censored=0 if decided else 1, refinement=refined, settings=run_settings([run], by="run"),
+                  undecided_because=moved or undecided, notes=notes)]
+
+
+def _measure(ctx: Context) -> tuple[Run, dict, tuple[bool, bool], str]:
+    """R4's run at ``ctx``'s approximation: (run, statistic, (supported, refuted), what would decide it)."""
     cfg = paper_base(ctx, f"train.lr={R4_ETA:g}", "train.log_every=1000", "name=quickstart-long")
-    cfg = with_budget(cfg, EPS_RANGE[0], cap=4 * S.budget)
+    cfg = with_budget(cfg, EPS_RANGE[0], cap=4 * ctx.sizes.budget)
     run = run_group(ctx, "eps-axis", [cfg], "R4 eps axis")[0]
-    stat, interval = eps_axis_statistic(run)
+    stat, _ = eps_axis_statistic(run)
     n = stat["levels_in_range"]
     exp_ = stat["eps_exponent"]
     decided = n >= MIN_LEVELS
     log_better = decided and stat["rms_log_model"] <= stat["rms_power_law"]
     sup = decided and exp_ <= LOG_MAX and log_better
-    ref = decided and exp_ >= POLY_MIN and not log_better
+    ref = decided and exp_ >= POLY_MIN and stat["is_power_law"] and not log_better
     undecided = ""
     if not decided:
         undecided = (f"only {n} of the T_rel levels in [{EPS_RANGE[0]:g}, {EPS_RANGE[1]:g}] were reached within "
                      f"{cfg.train.steps} steps; a budget reaching a relative loss of {EPS_RANGE[0]:g} decides it")
     elif not (sup or ref):
-        undecided = ("eps_exponent lies between the margins or the residuals favour the other model; a wider eps "
-                     "range (a longer run) decides it")
-    notes = ("A finding against P5: T_eps grows as a power of 1/eps, not as log(1/eps)."
-             if ref else "")
-    return [claim("R4", CRITERION_R4, stat, sup, ref, figures=[_eps_figure(ctx, run, stat)], runs=rel_runs(ctx, [run]),
-                  censored=0 if decided else 1, interval=interval, undecided_because=undecided, notes=notes)]
+        undecided = ("eps_exponent lies between the margins, the local slopes are no power law, or the residuals "
+                     "favour the other model; a wider eps range (a longer run) decides it")
+    return run, stat, (sup, ref), undecided
 
 
 def eps_axis_statistic(run: Run) -> tuple[dict, dict[str, list[float]]]:
-    """eps_exponent over EPS_RANGE from the run's T_rel, both models' fits and their residuals."""
+    """eps_exponent over EPS_RANGE from the run's T_rel (the exact slope of one deterministic curve, with its local
+    slopes and whether they make a power law), both models' fits and their residuals; no interval (the second
+    item is empty: a fit residual of one curve covers no randomness)."""
     eta_L2 = run.config.train.lr * run.config.task.L ** 2
     levels = {float(k): int(t) for k, t in (run.summary.get("T_rel") or {}).items() if t}
     inside = sorted((e, t) for e, t in levels.items() if EPS_RANGE[0] * 0.999 <= e <= EPS_RANGE[1] * 1.001)
-    stat: dict = {"eta_L2": eta_L2, "levels_in_range": len(inside), "eps_exponent": None,
+    stat: dict = {"eta_L2": eta_L2, "levels_in_range": len(inside), "eps_exponent": None, "is_power_law": False,
+                  "local_slopes": [], "local_slope_range": None,
                   "rms_power_law": None, "rms_log_model": None, "log_model_local_slope": None,
                   "s_eps": {f"{e:.3g}": t * eta_L2 for e, t in sorted(levels.items(), reverse=True)},
                   "status": run.summary["status"], "steps": run.summary["steps"]}
@@ -104,17 +128,18 @@ def eps_axis_statistic(run: Run) -> tuple[dict, dict[str, list[float]]]:
     T = np.array([t for _, t in inside], dtype=float)
     A = np.column_stack([np.ones_like(x), x])
     (a_p, b_p), *_ = np.linalg.lstsq(A, np.log(T), rcond=None)
-    resid_p = np.log(T) - A @ [a_p, b_p]
     (a_l, b_l), *_ = np.linalg.lstsq(A, T, rcond=None)
     rel_p = (T - np.exp(A @ [a_p, b_p])) / T  # both models' residuals relative to T
     rel_l = (T - A @ [a_l, b_l]) / T
-    se = math.sqrt(float(resid_p @ resid_p) / max(len(x) - 2, 1) / float(((x - x.mean()) ** 2).sum()))
+    law = power_law([1 / e for e, _ in inside], list(T))  # the exact slope and its local slopes (one curve)
     mid = float(x.mean())
-    stat.update(eps_exponent=float(b_p), eps_exponent_se=se, power_law={"a": float(a_p), "b": float(b_p)},
+    stat.update(eps_exponent=float(b_p), local_slopes=law.local_slopes,
+                local_slope_range=[min(law.local_slopes), max(law.local_slopes)], is_power_law=law.is_power_law,
+                power_law_test=law.reason, power_law={"a": float(a_p), "b": float(b_p)},
                 log_model={"a": float(a_l), "b": float(b_l)}, rms_power_law=float(np.sqrt(np.mean(rel_p**2))),
                 rms_log_model=float(np.sqrt(np.mean(rel_l**2))),
                 log_model_local_slope=float(b_l / (a_l + b_l * mid)) if a_l + b_l * mid > 0 else None)
-    return stat, {"eps_exponent": [float(b_p) - 2 * se, float(b_p) + 2 * se]}
+    return stat, {}
 
 
 def _eps_figure(ctx: Context, run: Run, stat: dict) -> str:

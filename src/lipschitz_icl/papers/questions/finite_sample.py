@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ... import plots
 from ...experiments.claims import ClaimResult, claim
+from ...experiments.evidence import SETTLED_TOL, run_settings, settled
 from ...experiments.figures import captioned
 from ...experiments.measure import L_star_of
 from ...experiments.registry import experiment
@@ -42,9 +43,13 @@ def exp_finite_training_set(ctx: Context) -> list[ClaimResult]:
             "(full batch, or minibatches from the M when M > batch) and on fresh prompts every step "
             "(population). Statistic: final test error on unseen functions. Supported if error(M_max) <= 2 x "
             "error(population) and error(M_max) <= error(M_min); not supported if error(M_max) > 4 x "
-            "error(population) or error(M_max) > 1.5 x error(M_min); otherwise inconclusive.")
+            "error(population) or error(M_max) > 1.5 x error(M_min); otherwise inconclusive. The runs train for "
+            f"{R1_STEPS_FACTOR}x the size's sampled-engine steps and have no accuracy target: each stops at its "
+            "budget and is counted censored; its final error decides only if the run has settled (its test error "
+            f"over the last 10% of recorded steps within {SETTLED_TOL:g} of the 10% before, evidence.settled); "
+            "with M_min, M_max or the population run still moving, the claim is inconclusive.")
     S = ctx.sizes
-    cfg = sampled_base(ctx, "task.kind=relu_net", "train.eps=1e-9")
+    cfg = sampled_base(ctx, "task.kind=relu_net", "train.eps=1e-9", f"train.steps={R1_STEPS_FACTOR * S.sampled_steps}")
     L = 2 * L_star_of(cfg)
     cfg = with_overrides(cfg, [f"task.L={L:.6g}"])
     Ms = grid([8, 32, 128, 512, 2048], S.n_grid)
@@ -58,8 +63,13 @@ def exp_finite_training_set(ctx: Context) -> list[ClaimResult]:
             "M": Ms, "test_error": errs[:-1], "train_loss": train[:-1],
             "generalization_gap": [e - t for e, t in zip(errs[:-1], train[:-1], strict=True)]}
     e_min, e_max = errs[0], errs[-2]
-    sup = e_max <= 2 * pop and e_max <= e_min
-    ref = e_max > 4 * pop or e_max > 1.5 * e_min
+    deciding = {"M_min": runs[0], "M_max": runs[-2], "population": runs[-1]}
+    moving = [name for name, r in deciding.items() if not settled(r.series("test_error").to_numpy())]
+    stat["unsettled_runs"] = moving
+    sup = not moving and e_max <= 2 * pop and e_max <= e_min
+    ref = not moving and (e_max > 4 * pop or e_max > 1.5 * e_min)
+    und = "" if (sup or ref) else (f"the runs {', '.join(moving)} were still moving at their budget: more steps "
+                                   "decide it" if moving else "the errors lie between the margins")
     fig, axes = plots.figure(2, 1)
     for r, name, c in zip(runs, [f"M = {M}" for M in Ms] + ["population"], plots.colors(len(runs)), strict=True):
         te = r.series("test_error")
@@ -72,6 +82,10 @@ def exp_finite_training_set(ctx: Context) -> list[ClaimResult]:
     axes[0][1].set(xlabel="M (training prompts)", title="final errors")
     axes[0][1].legend(fontsize=7)
     fig_path = plots.save(fig, ctx.out, "ext_finite_sample")
-    return [claim("R1", crit, stat, sup, ref, figures=[fig_path], runs=rel_runs(ctx, runs))]
+    return [claim("R1", crit, stat, sup, ref, figures=[fig_path], runs=rel_runs(ctx, runs), undecided_because=und,
+                  settings=run_settings(runs, by="run"))]
+
+
+R1_STEPS_FACTOR = 4  # R1's runs train this many times the size's sampled-engine steps, so that they settle
 
 

@@ -10,6 +10,7 @@ import pandas as pd
 from ... import plots
 from ...analysis import first_step
 from ...experiments.claims import ClaimResult, claim
+from ...experiments.evidence import MIN_SEEDS
 from ...experiments.figures import captioned
 from ...experiments.registry import experiment
 from ...experiments.runner import Context, write_data
@@ -95,7 +96,11 @@ def exp_writeup(ctx: Context) -> list[ClaimResult]:
                                  for t, (loss, a) in enumerate(zip(r.loss, r.attention, strict=True))])
     data = [write_data(ctx, "B5_trajectories", trajectories), write_data(ctx, "B5_per_run", pd.DataFrame(rows))]
     return [claim("B5", crit, stat, all(agree), sum(against) >= 2, figures=[fig], notes=note,
-                  interval=interval_dict(**intervals), undecided_because=und, data=data)]
+                  interval=interval_dict(**intervals), undecided_because=und, data=data,
+                  interval_covers={k: f"{len(seeds)} seeds, each redrawing the prompts and the initial weights; "
+                                      "reported beside the mean, which decides" +
+                                      ("" if len(seeds) >= MIN_SEEDS else f" (fewer than {MIN_SEEDS})")
+                                   for k in intervals})]
 
 
 def _blog_table(rows, seed) -> list[dict]:
