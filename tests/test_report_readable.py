@@ -88,15 +88,18 @@ def test_a_wide_figure_is_folded_to_the_page_and_no_text_is_too_small(tmp_path):
 
 
 def test_why_names_the_deciding_quantities_with_their_thresholds_first(tmp_path):
-    stat = {"n_settings": 9, "dd_span": 29.5, "cv_Lx_dd": 0.1067, "slope": 0.9634, "slope_lo": 0.8755,
-            "slope_hi": 1.025, "absolute_runs": {"runs": {f"r{i}": {"T_eps": i} for i in range(30)},
-                                                 "max_relative_deviation": 0.08}}
-    write_report(tmp_path, [claim("P4b", "(the criterion)", stat, True, False)], META)
+    forced = {"verdict": "supported", "forced_by": "feature rescaling", "slope": 1.0}
+    stat = {"readings": {"pair": {"verdict": "not supported", "slope": 0.0403, "local_slopes": [0.06, 0.02]},
+                         "rescale": forced, "tilt": forced},
+            "cv_Lx_dd": 0.1067, "absolute_runs": {"runs": {f"r{i}": {"T_eps": i} for i in range(30)},
+                                                  "max_relative_deviation": 0.08}}
+    write_report(tmp_path, [claim("P4b", "(the criterion)", stat, False, True)], META)
     page = (tmp_path / "report.html").read_text()
     why = re.search(r"<p class=why><b>Why.</b> (.*?)</p>", page).group(1)
-    assert why.startswith("Supported. Decided by cv_Lx_dd = 0.1067 (coefficient of variation of L_x Delta delta: "
-                          "supports &lt;= 0.25, refutes &gt; 0.5); dd_span = 29.5")
-    assert "[slope_lo, slope_hi] = [0.8755, 1.025]" in why and "and 154 more" not in why and "r17" not in why
+    assert why.startswith("Not supported. Decided by readings › pair › verdict = not supported (pair (one pair "
+                          "moved; nothing fixes it): supports a power law")
+    assert "readings › pair › slope = 0.0403" in why and "and 154 more" not in why and "r17" not in why
+    assert why.index("pair › verdict") < why.index("rescale › verdict") < why.index("max_relative_deviation")
     section = _section(page, "P4b")
     before_folds = section[:section.index("<details>")]
     assert "deciding quantity" in before_folds and "absolute_runs › runs" not in before_folds  # the dump is folded

@@ -14,11 +14,23 @@ from typing import Any
 
 from ..experiments.claims import ClaimResult
 
-_SCALING = (  # the readings' shared criterion (P4b, P4c, P4d)
-    ("cv_Lx_dd", "coefficient of variation of L_x Delta delta: supports <= 0.25, refutes > 0.5"),
-    ("dd_span", "span of Delta delta across settings: needs >= 3"),
-    ("slope_lo..slope_hi", "95 % interval of the slope of L_x against 1/(Delta delta): supports within [0.8, 1.2], "
-                           "refutes entirely outside it"),
+_COMBINE = ("combined over the three Delta readings (delta.combine): supported when every reading supports, not "
+            "supported when some reading, forced or not, contradicts")
+
+
+def _by_reading(root: str, what: str) -> tuple[tuple[str, str], ...]:
+    """The verdict of each Delta reading under ``root`` (rescale and tilt are one shape: forced), then ``what``."""
+    return ((f"{root}/pair/verdict", f"pair (one pair moved; nothing fixes it): {what}"),
+            (f"{root}/rescale/verdict", f"rescale (one shape: forced, still counted): {what}"),
+            (f"{root}/tilt/verdict", f"tilt (one shape: forced, still counted); {_COMBINE}"))
+
+
+_LOCATED = (  # P4b, P4c, P4d: the located change against 1/(Delta delta), per Delta reading
+    *_by_reading("readings", "supports a power law (local slopes within 0.3 of the slope) with slope in [0.8, 1.2] "
+                             "over a Delta delta span >= 3; refutes no power law or a slope outside [0.8, 1.2]"),
+    ("readings/pair/slope", "exact log-log slope of the located L against 1/(Delta delta) on the pair reading, "
+                            "predicted 1"),
+    ("readings/pair/local_slopes", "its local slopes: within 0.3 of the slope for a power law"),
 )
 
 DECIDING: dict[str, tuple[tuple[str, str], ...]] = {
@@ -33,15 +45,19 @@ DECIDING: dict[str, tuple[tuple[str, str], ...]] = {
     "P4": (("P4b/verdict", "a reading that is not forced supported: supports; every such reading not supported: "
                            "refutes"),
            ("P4c/verdict", "the same rule"), ("P4d/verdict", "the same rule"), ("P4a/verdict", "forced: not counted")),
-    "P4a": (("max_ratio", "largest max/min over L of the rescaled time: supports > 2 (a censored run counts), "
-                          "refutes <= 1.25 with no run censored"),),
-    "P4b": (*_SCALING, ("absolute_runs/max_relative_deviation", "runs off the invariance's prediction: above 0.1 "
+    "P4a": (*_by_reading("readings", "supports some max/min over L of the rescaled time > 2, refutes every one <= "
+                                     "1.25 with no run censored"),
+            ("max_ratio", "largest max/min over L of the rescaled time (every reading is one shape under eta L^2)")),
+    "P4b": (*_LOCATED, ("absolute_runs/max_relative_deviation", "runs off the invariance's prediction: above 0.1 "
                                                                 "(or 2 steps) makes the reading inconclusive")),
-    "P4c": _SCALING,
-    "P4d": _SCALING,
-    "P5": (("Delta_lo..Delta_hi", "95 % interval of the Delta slope, predicted -2: supports holding it (or within "
-                                  "0.3), refutes excluding it by more than 0.3"),
-           ("KlogK_lo..KlogK_hi", "95 % interval of the K log K slope, predicted +1: likewise"),
+    "P4c": _LOCATED,
+    "P4d": _LOCATED,
+    "P5": (*_by_reading("Delta_readings", "supports a power law in Delta with slope within 0.3 of -2; refutes no "
+                                          "power law or a slope further off"),
+           ("Delta_readings/pair/slope", "exact slope of T_eps against Delta on the pair reading, predicted -2"),
+           ("Delta_readings/pair/local_slopes", "its local slopes: within 0.3 of the slope for a power law"),
+           ("KlogK_slope", "exact slope of T_eps against K log(K/eps), predicted +1: within 0.3, and ..."),
+           ("KlogK_is_power_law", "... its local slopes within 0.3 of it"),
            ("delta_axis_cv", "spread of T_1 eta L^2 delta^2 Delta^2 across classes: supports <= 0.25, refutes > 0.5"),
            ("censored_by_axis", "an axis with a censored run decides nothing, unless its bound keeps the verdict")),
     "P6": (("eta_max_slope_label_noise", "exact slope of log eta_max against log L with label noise (one "
@@ -59,7 +75,14 @@ DECIDING: dict[str, tuple[tuple[str, str], ...]] = {
            ("final_loss", "against eps"), ("status", "converged or not")),
     "H2": (("converged_step_by_feature", "supports the dominant feature 0 converging first; refutes a rare one "
                                          "first"),
-           ("phases_by_feature", "and every rare feature in more phases than the dominant")),
+           ("phases_by_feature", "phases read from each feature's own attention: supports one for the dominant and "
+                                 "four for every converged rare feature; refutes more than one for the dominant or "
+                                 "fewer than four for a converged rare one")),
+    "H3": (("fits/K^2/fits", "T_conv = c K^2: every local slope of log T against log K^2 within 0.3 of 1"),
+           ("fits/K log K/fits", "T_conv = c K log K, the same test: supports K^2 fitting and K log K not; refutes "
+                                 "K log K fitting and K^2 not"),
+           ("fits/K^2/local_slopes", "the local slopes against K^2"),
+           ("fits/K log K/local_slopes", "the local slopes against K log K")),
     "B1": (("fast_T1_lo..fast_T1_hi", "95 % interval of the slope of T_1 against L, predicted -1: supports holding "
                                       "it (or within 0.3), refutes excluding it by more than 0.3"),
            ("slow_Teps_minus_T1_lo..slow_Teps_minus_T1_hi", "95 % interval of the slope of T_eps - T_1, predicted "
@@ -69,8 +92,10 @@ DECIDING: dict[str, tuple[tuple[str, str], ...]] = {
            ("sharp_n_slope", "the same above L*"),
            ("error_ratio_sharp_over_flat", "error(2 L*) / error(L*/2) at the largest n: supports < 4, refutes >= "
                                            "16")),
-    "B3": (("by_reading", "supports a reading whose median r = L_x / sqrt(d/N) lies in [1/2, 2] with CV <= 0.25; "
-                          "refutes every median outside [1/4, 4] or CV > 0.5"),),
+    "B3": (*_by_reading("by_Delta_reading", "supports a threshold reading whose median r = L_x / sqrt(d/N) lies "
+                                            "in [1/2, 2] with CV <= 0.25; refutes every median outside [1/4, 4] or "
+                                            "CV > 0.5"),
+           ("by_reading", "r of each threshold reading (P4b, P4c, P4d)")),
     "B4": (("pearson_r", "supports r >= 0.9 in every run; refutes some r < 0.5"),
            ("rate_constant_spread", "max_L c_L / min_L c_L: supports <= 2, refutes > 2")),
     "B5": (("spearman/final_attention", "claimed +: supports all three with the claimed sign and |rho| >= 0.6"),
@@ -109,8 +134,10 @@ DECIDING: dict[str, tuple[tuple[str, str], ...]] = {
            ("rms_log_model", "relative RMS of the logarithmic model ..."),
            ("rms_power_law", "... against the power law's: the better fit must agree"),
            ("levels_in_range", "eps levels reached in the range: needs >= 5")),
-    "R5": (("by_reading", "supports a reading that is not forced with CV of L_x / L* <= 0.25 (span >= 3) and "
-                          "median in [1/3, 3]; refutes no CV <= 0.5, or every one outside [1/10, 10]"),),
+    "R5": (*_by_reading("by_Delta_reading", "supports a threshold reading with CV of L_x / L* <= 0.25 (span >= 3) "
+                                            "and median in [1/3, 3]; refutes no CV <= 0.5, or every one outside "
+                                            "[1/10, 10]"),
+           ("by_reading", "CV and median of L_x / L* of each threshold reading")),
     "R6": (("local_slopes_Q", "local slopes of ||Q|| against L: supports every one > 0, refutes one < -0.1"),
            ("local_slopes_window", "of the attention window: supports every one < 0, refutes one > 0.1"),
            ("slope_Q", "slope of ||Q|| against L: refutes < 0.1"),
