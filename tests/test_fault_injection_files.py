@@ -22,7 +22,7 @@ from lipschitz_icl.cli import app, main
 from lipschitz_icl.errors import UserInputError
 from lipschitz_icl.experiments import registry
 from lipschitz_icl.features import read_feature_file
-from lipschitz_icl.store import read_metrics_table
+from lipschitz_icl.store import parquet_bytes, read_metrics_table, values_digest
 from lipschitz_icl.threads import cores
 
 runner = CliRunner()
@@ -78,6 +78,16 @@ def test_metrics_files_carry_the_checksum_of_their_values(finished_run, tmp_path
     pq.write_table(changed, run / "metrics.parquet")  # re-encoded whole, the old checksum kept
     with pytest.raises(UserInputError, match="differ from the checksum"):
         read_metrics_table(run)
+
+
+def test_the_checksum_takes_string_and_large_string_columns_alike():
+    """pandas and Arrow hand text columns over as either type (the baselines' table came as large_string)."""
+    rows = {"method": ["1-NN", "GP", None], "error": [0.5, 0.25, 1.0]}
+    small = pa.table({"method": pa.array(rows["method"], pa.string()), "error": rows["error"]})
+    large = pa.table({"method": pa.array(rows["method"], pa.large_string()), "error": rows["error"]})
+    moved = pa.table({"method": pa.array(["1-N", "NGP", None], pa.large_string()), "error": rows["error"]})
+    assert values_digest(small) == values_digest(large) != values_digest(moved)
+    assert parquet_bytes(large)  # written, not refused
 
 
 # --------------------------------------------------------------------------- L5: corrupt run files

@@ -127,10 +127,10 @@ def values_digest(table: pa.Table) -> str:
     for name, column in zip(table.column_names, table.columns, strict=True):
         h.update(name.encode() + b"\0" + column.is_null().to_numpy(zero_copy_only=False).tobytes())
         if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-            text = column.combine_chunks().fill_null("")
+            text = column.combine_chunks().cast(pa.large_string()).fill_null("")  # string and large_string alike
             h.update(pc.binary_length(text).to_numpy(zero_copy_only=False).astype("<i8").tobytes())
-            whole = pa.ListArray.from_arrays(pa.array([0, len(text)], pa.int32()), text)  # one list of every value
-            h.update(pc.binary_join(whole, "")[0].as_buffer().to_pybytes())
+            whole = pa.LargeListArray.from_arrays(pa.array([0, len(text)], pa.int64()), text)  # every value, one list
+            h.update(pc.binary_join(whole, pa.scalar("", pa.large_string()))[0].as_buffer().to_pybytes())
         elif pa.types.is_integer(column.type):
             h.update(column.fill_null(0).to_numpy().astype("<i8").tobytes())
         else:
