@@ -11,7 +11,7 @@ import numpy as np
 from ... import plots
 from ...analysis import first_step
 from ...experiments.claims import ClaimResult, claim
-from ...experiments.evidence import LOCAL_SLOPE_BAND, power_law
+from ...experiments.evidence import LOCAL_SLOPE_BAND, power_law, run_settings
 from ...experiments.figures import captioned, plain_log_ticks
 from ...experiments.registry import experiment
 from ...experiments.runner import Context, paper_base, rel_runs, run_group, with_overrides
@@ -80,7 +80,7 @@ def exp_predecessor_K(ctx: Context) -> list[ClaimResult]:
                                  "both models fit" if sq else "neither model fits")
     stat = {"K": list(Ks), "T_conv": T, "fits": fits, "slope_T_vs_K": power_law(Ks, T).as_dict()}
     return [claim("H3", crit, stat, sup, ref, figures=[_figure(ctx, Ks, T, fits)], runs=rel_runs(ctx, runs),
-                  censored=censored, undecided_because=why,
+                  settings=run_settings(runs, by="run"), censored=censored, undecided_because=why,
                   notes="A bound is an upper bound: a time growing like K log K does not contradict it; it says the "
                         "bound's K^2 is not attained in this setting.")]
 

@@ -7,7 +7,7 @@ import numpy as np
 from ... import plots
 from ...analysis import analyze_run_object, first_step
 from ...experiments.claims import ClaimResult, claim
-from ...experiments.evidence import MIN_RESOLVED_STEPS
+from ...experiments.evidence import MIN_RESOLVED_STEPS, run_settings
 from ...experiments.figures import captioned
 from ...experiments.registry import experiment
 from ...experiments.runner import Context, paper_base, rel_runs, run_group, with_overrides
@@ -73,13 +73,13 @@ def exp_predecessor(ctx: Context) -> list[ClaimResult]:
                             "status": r_bal.summary["status"]},
               a_bal["n_phases"] == 2 and r_bal.summary["status"] == "converged",
               a_bal["n_phases"] < 2 or r_bal.summary["status"] != "converged", figures=[fig],
-              runs=rel_runs(ctx, [r_bal])),
+              runs=rel_runs(ctx, [r_bal]), settings=run_settings([r_bal])),
         claim("H2", crit2, {"events_by_feature": {k: list(ev) for k, ev in events.items()},
                             "phases_by_feature": per_phase, "converged_step_by_feature": conv,
                             "competition_events_by_feature": {k: list(ev) for k, ev in
                                                               _competition_events(r_imb).items()},
                             "status": r_imb.summary["status"]},
-              sup2, ref2, figures=[fig], runs=rel_runs(ctx, [r_imb]),
+              sup2, ref2, figures=[fig], runs=rel_runs(ctx, [r_imb]), settings=run_settings([r_imb]),
               censored=sum(t is None for t in conv.values()),
               undecided_because="" if sup2 != ref2 else (
                   "the dominant feature did not converge within the budget" if conv[0] is None else

@@ -18,6 +18,7 @@ from ...api import Run
 from ...config import Config
 from ...experiments.claims import ClaimResult, claim
 from ...experiments.delta import combined, power_law_reading
+from ...experiments.evidence import run_settings
 from ...experiments.figures import captioned
 from ...experiments.measure import L_star_of, breakpoint_loglog, fit_dict, safe_fit, slope_matches
 from ...experiments.registry import experiment
@@ -246,7 +247,9 @@ def _claim_b1(ctx: Context, sweep: LSweep) -> ClaimResult:
                 "slow_slope": bootstrap_loglog_slope(sweep.L, slow_T, seeds, seed=ctx.seed)[1]}
     return claim("B1", CRITERION_B1, stat, m1[0] and m2[0], m1[1] or m2[1], figures=[sweep.figure],
                  runs=rel_runs(ctx, sweep.runs), forced=True, forced_reason=FORCED_B1, interval=interval,
-                 censored=sum(t is None for t in sweep.Teps))
+                 interval_covers={name: "the seeds' count draws only: the L points of a seed are one shape under "
+                                        "eta L^2, so the slope itself is fixed (forced)" for name in interval},
+                 settings=run_settings(sweep.runs), censored=sum(t is None for t in sweep.Teps))
 
 
 def _scaling_figure(ctx, Ls, T1, Te, L_star, fits, stem) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ... import plots
 from ...experiments.claims import ClaimResult, claim
+from ...experiments.evidence import run_settings
 from ...experiments.figures import captioned
 from ...experiments.measure import L_star_of, crossing_step
 from ...experiments.registry import experiment
@@ -65,6 +66,7 @@ def exp_imbalanced(ctx: Context) -> list[ClaimResult]:
     axes[0][1].loglog(loss.index + 1, loss.values)
     axes[0][1].set(xlabel="step + 1", title="loss")
     fig_path = plots.save(fig, ctx.out, "ext_imbalanced")
-    return [claim("R3a", crit, stat, sup, ref, figures=[fig_path], runs=rel_runs(ctx, runs))]
+    return [claim("R3a", crit, stat, sup, ref, figures=[fig_path], runs=rel_runs(ctx, runs),
+                  settings=run_settings(runs))]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ... import plots
 from ...experiments.claims import ClaimResult, claim
+from ...experiments.evidence import run_settings
 from ...experiments.figures import captioned
 from ...experiments.measure import L_star_of
 from ...experiments.registry import experiment
@@ -67,6 +68,7 @@ def exp_large_L(ctx: Context) -> list[ClaimResult]:
     axes[0][0].legend(fontsize=7)
     axes[0][1].set(xlabel="step + 1", ylabel="loss / initial loss", title="relative loss")
     fig_path = plots.save(fig, ctx.out, "ext_large_L")
-    return [claim("R3c", crit, stat, sup, ref, figures=[fig_path], runs=rel_runs(ctx, runs))]
+    return [claim("R3c", crit, stat, sup, ref, figures=[fig_path], runs=rel_runs(ctx, runs),
+                  settings=run_settings(runs, by="run"))]
 
 

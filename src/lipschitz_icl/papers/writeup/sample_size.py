@@ -6,6 +6,7 @@ import math
 
 from ... import plots
 from ...experiments.claims import ClaimResult, claim
+from ...experiments.evidence import run_settings
 from ...experiments.figures import captioned
 from ...experiments.measure import L_star_of, fit_dict, safe_fit
 from ...experiments.registry import experiment
@@ -80,6 +81,6 @@ def exp_sample_size_bound(ctx: Context) -> list[ClaimResult]:
     why = "" if sup != ref else ("fewer than 3 uncensored n per L (a larger budget or more n)" if not enough else
                                  "the slopes and the ratio meet neither margin: more n")
     return [claim("B2", crit, stat, sup, ref, figures=[fig_path], runs=rel_runs(ctx, runs), censored=censored,
-                  undecided_because=why)]
+                  settings=run_settings(runs, by="loss"), undecided_because=why)]
 
 
