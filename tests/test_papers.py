@@ -87,5 +87,6 @@ def test_the_report_groups_claims_by_paper_under_a_heading_each(tmp_path):
     assert md.count("# huang2024: ") == 1 and "*Reachable: its abstract and its reviews" in md
     page = write_report_html(tmp_path, claims, meta, {}).read_text()
     assert page.index('id="paper-huang2024"') < page.index('id="H1"') < page.index('id="paper-collins2024"')
+    assert "<em>In-Context Convergence of Transformers</em>" in page and "*In-Context" not in page  # no markdown
     one = write_report_md(tmp_path, claims[1:2], {**meta, "papers": {"huang2024": meta["papers"]["huang2024"]}})
     assert "# huang2024: " not in one.read_text()  # one paper: no grouping heading

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from html import escape as e
 from pathlib import Path
 
@@ -210,7 +211,8 @@ def write_report_html(out: Path, claims: list[ClaimResult], meta: dict, configs:
         opening = paper_opening(c, previous, meta)
         if opening is not None:  # claims grouped by paper: a heading where each paper's claims begin
             pid, citation, reachable = opening
-            sections += (f'<h1 id="paper-{e(pid)}" class="paper">{e(pid)}: {e(citation)}</h1>'
+            cited = re.sub(r"\*([^*]+)\*", r"<em>\1</em>", e(citation))  # the title, emphasised in markdown
+            sections += (f'<h1 id="paper-{e(pid)}" class="paper">{e(pid)}: {cited}</h1>'
                          + (f"<p><em>Reachable: {e(reachable)}</em></p>" if reachable else ""))
         sections += _section(out, c, meta, owners, compare)
         previous = c
