@@ -203,6 +203,11 @@ def _comparisons(out: Path, comparisons: list[ClaimResult]) -> str:
             + "".join(_comparison(out, c, owners) for c in comparisons))
 
 
+def _cited(citation: str) -> str:
+    """A paper's citation (``Paper.citation``: its title in markdown emphasis) as HTML, the title in italics."""
+    return re.sub(r"\*([^*]+)\*", r"<em>\1</em>", e(citation))
+
+
 def write_report_html(out: Path, claims: list[ClaimResult], meta: dict, configs: dict[str, str], *,
                       compare: Comparison | None = None, comparisons: list[ClaimResult] | None = None) -> Path:
     owners = figure_owners(claims, out)
@@ -211,8 +216,7 @@ def write_report_html(out: Path, claims: list[ClaimResult], meta: dict, configs:
         opening = paper_opening(c, previous, meta)
         if opening is not None:  # claims grouped by paper: a heading where each paper's claims begin
             pid, citation, reachable = opening
-            cited = re.sub(r"\*([^*]+)\*", r"<em>\1</em>", e(citation))  # the title, emphasised in markdown
-            sections += (f'<h1 id="paper-{e(pid)}" class="paper">{e(pid)}: {cited}</h1>'
+            sections += (f'<h1 id="paper-{e(pid)}" class="paper">{e(pid)}: {_cited(citation)}</h1>'
                          + (f"<p><em>Reachable: {e(reachable)}</em></p>" if reachable else ""))
         sections += _section(out, c, meta, owners, compare)
         previous = c
@@ -222,8 +226,9 @@ def write_report_html(out: Path, claims: list[ClaimResult], meta: dict, configs:
     shown = {k: v for k, v in meta.items() if k not in ("sessions", "papers")}
     shown["wall_s"] = time_line(meta)
     rows = [*shown.items(), *sessions_rows(meta)]
-    rows += [(f"paper {pid}", p.get("citation", "")) for pid, p in (meta.get("papers") or {}).items()]
     meta_rows = "".join(f"<tr><td>{e(str(k))}</td><td>{e(str(v))}</td></tr>" for k, v in rows)
+    meta_rows += "".join(f"<tr><td>paper {e(pid)}</td><td>{_cited(p.get('citation', ''))}</td></tr>"
+                         for pid, p in (meta.get("papers") or {}).items())
     notes = ("<p><b>⚠ This reproduce was interrupted: claims marked interrupted have no verdict.</b></p>"
              if meta.get("status") == "interrupted" else "")
     notes += ("<p><em>Quick size: fewer values, seeds and steps; several verdicts can be inconclusive at this "
