@@ -28,3 +28,10 @@ def test_each_kind_of_change_is_found():
 
 def test_the_reference_holds_every_registered_claim():
     assert set(json.loads(SNAPSHOT.read_text())["claims"]) == set(claim_ids())
+
+
+def test_a_coefficient_of_variation_at_its_noise_floor_compares_absolutely():
+    want = {"statistic": {"cv_Lx_dd": 1.39e-8, "slope": 1.39e-8}}
+    got = {"statistic": {"cv_Lx_dd": 1.61e-8, "slope": 1.61e-8}}  # forced copies: zero up to BFGS tolerance
+    assert differences(got, want) == ["[statistic][slope]: 1.61e-08 != 1.39e-08"]  # other keys stay relative
+    assert differences({"statistic": {"cv_Lx_dd": 0.01}}, {"statistic": {"cv_Lx_dd": 0.02}})  # a real change
