@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..engines.kernel import kernel_loss
 from ..engines.kernel_spec import draw_counts
 from ..features import FeatureSet
 from ..rng import make_generator
@@ -44,13 +45,9 @@ class AnchorSetting:
 
 
 def run_loss(M: torch.Tensor, counts: torch.Tensor, sigma: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-    """One run's population loss 1/2 sum_k p_k mean_b (a - e_k)^T Sigma (a - e_k), with attention
-    a_n = c_n e^{M_kn} / sum_m c_m e^{M_km}; M (K, K), counts (B, K), Sigma (K, K), p (K,)."""
-    K = M.shape[0]
-    a = torch.softmax(torch.log(counts).unsqueeze(0) + M.unsqueeze(1), dim=-1)  # (k, b, n)
-    err = a - torch.eye(K, dtype=M.dtype).unsqueeze(1)  # a - e_k
-    quad = torch.einsum("kbn,nm,kbm->kb", err, sigma, err)
-    return 0.5 * (p * quad.mean(1)).sum()
+    """One run's population loss, the kernel engine's autograd reference (``engines.kernel.kernel_loss``):
+    M (K, K), counts (B, K), Sigma (K, K), p (K,)."""
+    return kernel_loss(M, counts, sigma, p)[0]
 
 
 def anchor_inputs(runs: list[AnchorRun], s: AnchorSetting) -> tuple[torch.Tensor, ...]:
