@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 import lipschitz_icl as li
 from lipschitz_icl.cli import app
 from lipschitz_icl.errors import UserInputError
-from lipschitz_icl.sweep import Index, load_index, load_sweep, run_sweep
+from lipschitz_icl.sweep import Index, load_index, load_runs, load_sweep, run_sweep
 from lipschitz_icl.sweep import execute as sweep_execute
 from lipschitz_icl.sweep.index import check_run_names
 
@@ -147,8 +147,10 @@ def test_a_feature_file_changed_during_a_sweep_is_refused(tmp_path):
     rows = run_sweep(sweep, tmp_path / "out", workers=1)
     assert set(rows["status"]) == {"failed"}
     assert all("changed" in e and "\n" not in e for e in rows["error"])
-    for row in rows.itertuples():  # no run trained on the new file under the old file's hash
-        assert json.loads((Path(row.run_dir) / "summary.json").read_text())["status"] == "failed"
+    stored = load_index(tmp_path / "out", stored_json=True)  # no run trained on the new file under the old hash
+    assert all(json.loads(summary)["status"] == "failed" for summary in stored["summary"])
+    with pytest.raises(UserInputError, match="changed"):  # reading the runs back names the changed file
+        load_runs(tmp_path / "out")
 
 
 def test_a_sweep_reads_its_feature_file_once_into_every_point(tmp_path, monkeypatch):
@@ -179,8 +181,9 @@ def test_a_relative_feature_path_in_a_config_file_is_read_from_the_files_folder(
 def test_spec_points_name_the_recorded_feature_file(tmp_path):
     sweep = load_sweep(_feature_spec(tmp_path))
     rows = run_sweep(sweep, tmp_path / "out", workers=1)
-    for row in rows.itertuples():
-        config = yaml.safe_load((Path(row.run_dir) / "config.yaml").read_text())
-        assert config["features"]["file_sha256"] == sweep.base["features"]["file_sha256"]
-    assert json.loads((Path(rows["run_dir"][0]) / "summary.json").read_text())["status"] != "failed"
+    runs = load_runs(tmp_path / "out")
+    assert len(runs) == len(rows)
+    for run in runs:
+        assert run.config.features.file_sha256 == sweep.base["features"]["file_sha256"]
+        assert run.summary["status"] != "failed"
     assert sweep_execute.SPEC_FILE == "sweep.yaml"

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 import yaml
 from typer.testing import CliRunner
 
 from lipschitz_icl.cli import app
-from lipschitz_icl.store import CONFIG_FILE, METRICS_FILE, PARAMS_FILE, SUMMARY_FILE
-from lipschitz_icl.sweep import load_index, run_sweep
+from lipschitz_icl.sweep import load_index, load_metrics, load_runs, run_sweep
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,20 +134,19 @@ def test_sigkill_halfway_then_rerun_matches_an_uninterrupted_sweep(tmp_path):
 
     assert len(resumed) == len(reference) == total
     assert set(resumed["status"]) <= {"budget", "converged"}
-    pd.testing.assert_frame_equal(resumed.drop(columns=[*TIMING, "run_dir"]),
-                                  reference.drop(columns=[*TIMING, "run_dir"]))
-    names = sorted(p.name for p in (killed / "runs").iterdir())
-    assert names == sorted(p.name for p in (tmp_path / "ref" / "runs").iterdir())
-    for name in names:
-        files = sorted(p.name for p in (killed / "runs" / name).iterdir())
-        assert files == [CONFIG_FILE, METRICS_FILE, PARAMS_FILE, SUMMARY_FILE]  # no temporary files left
-        pd.testing.assert_frame_equal(pd.read_parquet(killed / "runs" / name / METRICS_FILE),
-                                      pd.read_parquet(tmp_path / "ref" / "runs" / name / METRICS_FILE))
+    pd.testing.assert_frame_equal(resumed.drop(columns=[*TIMING, "run_dir", "results"]),
+                                  reference.drop(columns=[*TIMING, "run_dir", "results"]))
+    pd.testing.assert_frame_equal(load_metrics(killed), load_metrics(tmp_path / "ref"))
+    files = {p.name for p in (killed / "results").iterdir()}  # no temporary files, none no row names
+    assert {f for f in files if f.endswith(".parquet")} == set(resumed["results"])
+    assert all(f.endswith((".parquet", ".params.pt")) for f in files)
+    for run, ref in zip(load_runs(killed), load_runs(tmp_path / "ref"), strict=True):
+        assert all(torch.equal(run.params[k], ref.params[k]) for k in ref.params)
     assert len(load_index(killed)) == total
 
 
 def test_ctrl_c_exits_130_and_the_sweep_resumes(tmp_path):
-    # one batch of 4 (the default --batch): two runs end at step 20 and are written, the two others
+    # one batch of 4: two runs end at step 20 and are stored within FLUSH_S seconds, the two others
     # are still training when Ctrl-C comes
     spec = write_spec(tmp_path / "c.yaml", grid={"train.steps": [20, 50000]}, seeds=2)
     data = yaml.safe_load(spec.read_text())
@@ -171,8 +170,8 @@ def test_ctrl_c_exits_130_and_the_sweep_resumes(tmp_path):
 
 
 def test_sigkill_mid_batch_then_rerun_matches_an_unbatched_sweep(tmp_path):
-    """A batched in-process sweep writes each run as it stops: runs that ended early in a batch are
-    in the index while the rest of the batch trains; a SIGKILL then loses only those in flight."""
+    """A batched in-process sweep stores the runs that stopped every FLUSH_S seconds: runs that ended early in
+    a batch are in the index while the rest of the batch trains; a SIGKILL then loses only those in flight."""
     spec = write_spec(tmp_path / "b.yaml", grid={"train.steps": [40, 4000, 8000]}, seeds=3)
     data = yaml.safe_load(spec.read_text())
     data["base"]["train"].update({"eps": 1e-12, "log_every": 100})  # every run ends at its budget
@@ -181,6 +180,7 @@ def test_sigkill_mid_batch_then_rerun_matches_an_unbatched_sweep(tmp_path):
 
     killed = tmp_path / "killed"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])}
+    env["LIPSCHITZ_ICL_FLUSH_S"] = "0"  # each run stored the step after it stopped
     cmd = [sys.executable, "-m", "lipschitz_icl", "sweep", str(spec), "--workers", "1", "--batch", "9",
            "--out", str(killed)]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
@@ -197,11 +197,9 @@ def test_sigkill_mid_batch_then_rerun_matches_an_unbatched_sweep(tmp_path):
 
     resumed = run_sweep(spec, killed, workers=1)  # batched again (the default)
 
-    pd.testing.assert_frame_equal(resumed.drop(columns=[*TIMING, "run_dir"]),
-                                  reference.drop(columns=[*TIMING, "run_dir"]))
-    for name in sorted(p.name for p in (killed / "runs").iterdir()):
-        pd.testing.assert_frame_equal(pd.read_parquet(killed / "runs" / name / METRICS_FILE),
-                                      pd.read_parquet(tmp_path / "ref" / "runs" / name / METRICS_FILE))
+    pd.testing.assert_frame_equal(resumed.drop(columns=[*TIMING, "run_dir", "results"]),
+                                  reference.drop(columns=[*TIMING, "run_dir", "results"]))
+    pd.testing.assert_frame_equal(load_metrics(killed), load_metrics(tmp_path / "ref"))
 
 
 def test_batch_below_one_is_refused(tmp_path):

@@ -16,10 +16,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-import lipschitz_icl as li
 from lipschitz_icl.cli import app
 from lipschitz_icl.errors import UserInputError
-from lipschitz_icl.sweep import MAX_POINTS, dask_backend, load_index, load_sweep, run_sweep
+from lipschitz_icl.sweep import MAX_POINTS, dask_backend, load_index, load_runs, load_sweep, run_sweep
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,10 +46,12 @@ def sweep_cli(spec: Path, out: Path, *extra: str, timeout: float = 240) -> subpr
 
 
 def assert_one_run_per_row(out: Path):
-    rows = load_index(out)
-    assert rows["name"].is_unique
+    rows = load_index(out, stored_json=True)
+    assert rows["name"].is_unique and rows["summary"].notna().all()  # every run recorded, with its summary
+    runs = {r.summary["config_hash"]: r for r in load_runs(out)}
     for row in rows.itertuples():
-        assert li.load_run(row.run_dir).summary["config_hash"] == row.config_hash
+        assert runs[row.config_hash].config.config_hash() == row.config_hash
+        assert runs[row.config_hash].summary["status"] == row.status
     return rows
 
 
@@ -205,4 +206,5 @@ def test_chaos_sweep_resumed_to_the_end_gives_every_point_one_status_and_one_dir
     expected = {"ok": ENDED - {"failed", "diverged"}, "exit": {"failed"}, "raise": {"failed"}, "diverge": {"diverged"}}
     for fate, status in zip(fates, rows["status"], strict=True):
         assert status in expected[fate], (fate, status)
-    assert sorted(p.name for p in (out / "runs").iterdir()) == sorted(rows["name"])
+    files = {p.name for p in (out / "results").iterdir() if p.suffix == ".parquet"}
+    assert files == set(rows["results"].dropna())  # no results file that no row names

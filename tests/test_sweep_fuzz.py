@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from lipschitz_icl.config import validate_config
 from lipschitz_icl.errors import UserInputError
-from lipschitz_icl.sweep import load_sweep, run_configs
+from lipschitz_icl.sweep import load_metrics, load_sweep, run_configs
 
 SPECS = {"count": 0}
 
@@ -66,8 +66,5 @@ def test_same_metrics_with_one_and_two_workers(tmp_path):
                for L in (0.5, 2.0) for s in (0, 1)]
     one = run_configs(configs, tmp_path / "w1", workers=1)
     two = run_configs(configs, tmp_path / "w2", workers=2)
-    for name in one["name"]:
-        a = pd.read_parquet(tmp_path / "w1" / "runs" / name / "metrics.parquet")
-        b = pd.read_parquet(tmp_path / "w2" / "runs" / name / "metrics.parquet")
-        pd.testing.assert_frame_equal(a, b)
+    pd.testing.assert_frame_equal(load_metrics(tmp_path / "w1"), load_metrics(tmp_path / "w2"))
     assert list(one["name"]) == list(two["name"])

@@ -7,10 +7,11 @@ import subprocess
 
 import pandas as pd
 import pytest
+import torch
 
 import lipschitz_icl as li
 from lipschitz_icl.store import CONFIG_FILE, METRICS_FILE, PARAMS_FILE, SUMMARY_FILE
-from lipschitz_icl.sweep import load_index, run_configs, run_sweep
+from lipschitz_icl.sweep import load_index, load_metrics, load_runs, run_configs, run_sweep
 
 SMALL = {"train": {"steps": 40, "log_every": 10}, "engine": {"draws": 32}, "eval": {"functions": 32}}
 
@@ -27,9 +28,32 @@ class Calls:
         self.calls.append((done, failed, total))
 
 
+def test_sweep_stores_results_by_batch_and_reads_them_back(tmp_path):
+    spec = small_spec(grid={"task.L": [1, 3]}, seeds=2)
+    rows = run_sweep(spec, tmp_path / "s", workers=1)
+    assert sorted(p.name for p in (tmp_path / "s").iterdir() if not p.name.startswith(".")) == [
+        "index.sqlite", "results", "sweep.yaml"]
+    assert rows["run_dir"].isna().all() and rows["results"].nunique() == 1  # one batch, one file
+    files = sorted(p.name for p in (tmp_path / "s" / "results").iterdir())
+    assert files == sorted([rows.results[0], rows.results[0].replace(".parquet", ".params.pt")])
+    dirs = run_sweep(spec, tmp_path / "d", workers=1, run_dirs=True)  # the same runs, one directory each
+    runs, by_dir = load_runs(tmp_path / "s"), [li.load_run(d) for d in dirs["run_dir"]]
+    assert [r.config.config_hash() for r in runs] == list(rows["config_hash"])
+    for run, other in zip(runs, by_dir, strict=True):
+        assert {k: v for k, v in run.summary.items() if k != "wall_s"} == {
+            k: v for k, v in other.summary.items() if k != "wall_s"}
+        pd.testing.assert_frame_equal(run.metrics, other.metrics)
+        assert all(torch.equal(run.params[k], other.params[k]) for k in other.params)
+    metrics = load_metrics(tmp_path / "s")
+    assert list(metrics.columns) == ["name", "step", "metric", "k", "n", "value"]
+    assert metrics.groupby("name")["step"].max().to_dict() == dict(zip(rows["name"], rows["steps"], strict=True))
+    pd.testing.assert_frame_equal(metrics, load_metrics(tmp_path / "d"))
+
+
 def test_sweep_writes_run_dirs_and_an_index(tmp_path):
     progress = Calls()
-    rows = run_sweep(small_spec(grid={"task.L": [1, 3]}, seeds=2), tmp_path / "s", workers=1, progress=progress)
+    rows = run_sweep(small_spec(grid={"task.L": [1, 3]}, seeds=2), tmp_path / "s", workers=1, progress=progress,
+                     run_dirs=True)
     assert progress.calls[0] == (0, 0, 4) and progress.calls[-1] == (4, 0, 4)
     assert list(rows["task.L"]) == [1, 1, 3, 3] and list(rows["seed"]) == [0, 1, 0, 1]
     assert set(rows["status"]) <= {"budget", "converged"}
@@ -52,11 +76,12 @@ def test_sweep_writes_run_dirs_and_an_index(tmp_path):
 def test_rerun_does_no_work_and_force_reruns_all(tmp_path):
     spec = small_spec(grid={"task.L": [1, 2]})
     first = run_sweep(spec, tmp_path, workers=1)
-    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("*.*")}
+    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "results").rglob("*.*")}
+    assert stamps
     progress = Calls()
     again = run_sweep(spec, tmp_path, workers=1, progress=progress)
     assert progress.calls == [(0, 0, 0)]
-    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("*.*")} == stamps
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "results").rglob("*.*")} == stamps
     pd.testing.assert_frame_equal(first, again)
     progress = Calls()
     forced = run_sweep(spec, tmp_path, workers=1, force=True, progress=progress)
@@ -76,7 +101,7 @@ def test_a_failing_run_is_recorded_and_the_others_finish(tmp_path):
     spec = small_spec(zip={"task.kind": ["linear", "test_broken", "test_tanh"]})
     spec["base"] = {**SMALL, "plugins": ["plugin_task"], "task": {"kernel_samples": 64}}
     progress = Calls()
-    rows = run_sweep(spec, tmp_path, workers=1, progress=progress).set_index("task.kind")
+    rows = run_sweep(spec, tmp_path, workers=1, progress=progress, run_dirs=True).set_index("task.kind")
     assert progress.calls[-1] == (2, 1, 3)
     assert rows.loc["test_broken", "status"] == "failed"
     assert "TaskEvaluationError" in rows.loc["test_broken", "error"]
@@ -153,8 +178,6 @@ def test_batched_and_unbatched_sweeps_give_the_same_rows(tmp_path):
     spec = small_spec(grid={"task.L": [0.5, 2, 8]}, seeds=2)
     a = run_sweep(spec, tmp_path / "a", workers=1)
     b = run_sweep(spec, tmp_path / "b", workers=1, batch=1)
-    timing = ["wall_s", "elapsed_s", "finished_at", "run_dir"]
+    timing = ["wall_s", "elapsed_s", "finished_at", "run_dir", "results"]
     pd.testing.assert_frame_equal(a.drop(columns=timing), b.drop(columns=timing))
-    for name in a["name"]:
-        pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "a" / "runs" / name / METRICS_FILE),
-                                      pd.read_parquet(tmp_path / "b" / "runs" / name / METRICS_FILE))
+    pd.testing.assert_frame_equal(load_metrics(tmp_path / "a"), load_metrics(tmp_path / "b"))

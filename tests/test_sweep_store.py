@@ -22,7 +22,8 @@ from lipschitz_icl.cli import app
 from lipschitz_icl.errors import UserInputError
 from lipschitz_icl.evaluate import evaluate_run
 from lipschitz_icl.store import PARAMS_FILE, SUMMARY_FILE, read_params
-from lipschitz_icl.sweep import Index, load_index, run_sweep
+from lipschitz_icl.sweep import Index, load_index, load_runs, run_sweep
+from lipschitz_icl.sweep.results import PARAMS_SUFFIX, RESULTS_DIR
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,23 +35,44 @@ def spec(**axes) -> dict:
 
 
 def assert_every_row_has_its_own_run(sweep_dir: Path) -> pd.DataFrame:
+    """Every row of the index has exactly one stored run (results file or run directory), its own config's."""
     rows = load_index(sweep_dir)
-    assert rows["name"].is_unique and rows["run_dir"].is_unique
-    for row in rows.itertuples():
-        run = li.load_run(row.run_dir)
+    assert rows["name"].is_unique
+    runs = load_runs(sweep_dir, current_only=False)
+    assert len(runs) == len(rows)
+    for row, run in zip(rows.itertuples(), runs, strict=True):
         assert run.summary["config_hash"] == row.config_hash == run.config.config_hash()
         assert row.status == run.summary["status"]
+        assert run.metrics["step"].max() == row.steps  # its own metrics, not another run's of the batch
+    if (sweep_dir / RESULTS_DIR).is_dir():  # no results file besides those the index names
+        files = {p.name for p in (sweep_dir / RESULTS_DIR).iterdir() if p.suffix == ".parquet"}
+        assert files == set(rows["results"].dropna())
     return rows
+
+
+def stamps_of(sweep_dir: Path) -> dict[str, tuple]:
+    """When each run was recorded, and where: unchanged unless the run is trained again."""
+    rows = load_index(sweep_dir)
+    return {r.config_hash: (r.finished_at, r.results, r.elapsed_s) for r in rows.itertuples()}
 
 
 def test_a_grown_spec_keeps_every_run_in_its_directory(tmp_path):
     run_sweep(spec(grid={"task.L": [1, 2]}), tmp_path, workers=1)
-    before = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob(SUMMARY_FILE)}
+    before = stamps_of(tmp_path)
     rows = run_sweep(spec(grid={"task.L": [1, 2]}, seeds=2), tmp_path, workers=1)
     assert len(rows) == 4
     index = assert_every_row_has_its_own_run(tmp_path)
-    assert len(index) == 4 and sorted(p.name for p in (tmp_path / "runs").iterdir()) == sorted(index["name"])
-    assert {p: p.stat().st_mtime_ns for p in before} == before  # the seed-0 runs were not rerun
+    assert len(index) == 4
+    assert {h: stamps_of(tmp_path)[h] for h in before} == before  # the seed-0 runs were not rerun
+
+
+def test_a_grown_spec_keeps_every_run_directory_with_run_dirs(tmp_path):
+    run_sweep(spec(grid={"task.L": [1, 2]}), tmp_path, workers=1, run_dirs=True)
+    before = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob(SUMMARY_FILE)}
+    run_sweep(spec(grid={"task.L": [1, 2]}, seeds=2), tmp_path, workers=1, run_dirs=True)
+    index = assert_every_row_has_its_own_run(tmp_path)
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == sorted(index["name"])
+    assert {p: p.stat().st_mtime_ns for p in before} == before
 
 
 def test_near_equal_values_get_their_own_directories(tmp_path):
@@ -58,8 +80,9 @@ def test_near_equal_values_get_their_own_directories(tmp_path):
     near = {"name": "g", "grid": {"train.eps": [0.00100716602389, 0.00100744602482]}}
     rows = run_sweep(near, tmp_path, workers=1)
     assert rows["config_hash"].is_unique
-    assert len(list((tmp_path / "runs").iterdir())) == 2
     assert_every_row_has_its_own_run(tmp_path)
+    run_sweep(near, tmp_path / "dirs", workers=1, run_dirs=True)
+    assert len(list((tmp_path / "dirs" / "runs").iterdir())) == 2
 
 
 def test_two_configs_are_never_registered_under_one_name(tmp_path):
@@ -77,7 +100,7 @@ def test_a_directory_holding_another_run_is_not_overwritten(tmp_path):
     foreign = tmp_path / "runs" / sweep.points[0].name
     foreign.mkdir(parents=True)
     (foreign / SUMMARY_FILE).write_text(json.dumps({"config_hash": "0123456789abcdef", "status": "budget"}))
-    rows = run_sweep(sweep, tmp_path, workers=1, force=True)  # force: the folder holds files already
+    rows = run_sweep(sweep, tmp_path, workers=1, force=True, run_dirs=True)  # force: the folder holds files
     assert rows.status[0] == "failed" and "not overwritten" in rows.error[0]
     assert json.loads((foreign / SUMMARY_FILE).read_text())["config_hash"] == "0123456789abcdef"
 
@@ -113,15 +136,20 @@ def test_a_spec_named_dot_dot_is_refused(tmp_path, monkeypatch):
 
 
 def test_sweep_runs_keep_their_trained_parameters_unless_turned_off(tmp_path):
-    rows = run_sweep(spec(grid={"task.L": [1, 2]}), tmp_path / "on", workers=1)
-    for row in rows.itertuples():
-        alone = li.run(li.load_run(row.run_dir).config, write=False)
-        saved = read_params(row.run_dir)
-        assert saved.keys() == alone.params.keys()
-        assert all(torch.equal(saved[k], alone.params[k].cpu()) for k in saved)
+    run_sweep(spec(grid={"task.L": [1, 2]}), tmp_path / "on", workers=1)
+    for run in load_runs(tmp_path / "on"):
+        alone = li.run(run.config, write=False)
+        assert run.params.keys() == alone.params.keys()
+        assert all(torch.equal(run.params[k], alone.params[k].cpu()) for k in run.params)
+    rows = run_sweep(spec(grid={"task.L": [1, 2]}), tmp_path / "dirs", workers=1, run_dirs=True)
+    saved = read_params(rows.run_dir[0])
+    assert all(torch.equal(saved[k], load_runs(tmp_path / "on")[0].params[k]) for k in saved)
     table = evaluate_run(rows.run_dir[0], prompts=16, contexts=[1, 4], classes=["linear"])  # was refused before
     assert set(table["n_context"]) == {1, 4} and table["error"].notna().all()
-    rows = run_sweep({**spec(grid={"task.L": [1]}), "params": False}, tmp_path / "off", workers=1)
+    run_sweep({**spec(grid={"task.L": [1]}), "params": False}, tmp_path / "off", workers=1)
+    assert load_runs(tmp_path / "off")[0].params is None
+    assert not list((tmp_path / "off" / RESULTS_DIR).glob(f"*{PARAMS_SUFFIX}"))
+    rows = run_sweep({**spec(grid={"task.L": [1]}), "params": False}, tmp_path / "off-dirs", workers=1, run_dirs=True)
     assert not (Path(rows.run_dir[0]) / PARAMS_FILE).exists()
 
 
@@ -184,14 +212,13 @@ def test_specs_that_grow_keep_one_directory_per_run(tmp_path_factory, pair):
     v1, v2 = pair
     out = tmp_path_factory.mktemp("grow")
     first = run_sweep(v1, out, workers=1)
-    stamps = {Path(d): (Path(d) / SUMMARY_FILE).stat().st_mtime_ns for d in first["run_dir"]}
+    stamps = stamps_of(out)
     calls = []
     second = run_sweep(v2, out, workers=1, progress=lambda done, failed, total: calls.append(total))
     assert calls[0] == len(set(second["config_hash"]) - set(first["config_hash"]))  # resumed runs not rerun
-    assert {d: (d / SUMMARY_FILE).stat().st_mtime_ns for d in stamps} == stamps
+    assert {h: stamps_of(out)[h] for h in stamps} == stamps
     index = assert_every_row_has_its_own_run(out)
     assert set(index["config_hash"]) == set(first["config_hash"]) | set(second["config_hash"])
-    assert sorted(p.name for p in (out / "runs").iterdir()) == sorted(index["name"])
 
 
 def test_zz_grow_count():

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import torch
 
 from . import __version__
@@ -54,17 +55,43 @@ from .train import ProgressFn, TrainOutcome, interrupted_outcome, train
 log = logging.getLogger("lipschitz_icl")
 
 
-@dataclass
+@dataclass(init=False, eq=False)
 class Run:
     """One training run: its resolved ``config``, ``summary`` (summary.json: status, steps, T_1, T_eps, the
     theory's numbers), ``metrics`` (the tidy table of metrics.parquet), ``dir`` (its run directory, None
-    when nothing was written) and ``params`` (the trained parameters)."""
+    when nothing was written) and ``params`` (the trained parameters).
+
+    ``metrics`` may be given as the recorder's Arrow table (``table()`` returns it as such): it becomes a
+    DataFrame when first read, so a sweep that only stores the table never pays for the conversion."""
 
     config: Config
     summary: dict[str, Any]
-    metrics: pd.DataFrame  # tidy: step, metric, k, n, value
-    dir: Path | None = None
-    params: dict[str, torch.Tensor] | None = None  # the trained parameters (params.pt)
+    metrics: pd.DataFrame  # the property below: tidy, step, metric, k, n, value
+    dir: Path | None
+    params: dict[str, torch.Tensor] | None  # the trained parameters (params.pt)
+
+    def __init__(self, config: Config, summary: dict[str, Any], metrics: pd.DataFrame | pa.Table,
+                 dir: Path | None = None, params: dict[str, torch.Tensor] | None = None) -> None:  # noqa: A002
+        self.config, self.summary, self.dir, self.params = config, summary, dir, params
+        self._frame = metrics if isinstance(metrics, pd.DataFrame) else None
+        self._table = metrics if isinstance(metrics, pa.Table) else None
+
+    @property
+    def metrics(self) -> pd.DataFrame:
+        """The tidy metrics table: step, metric, k, n, value."""
+        if self._frame is None:
+            self._frame = metrics_frame(self._table) if self._table is not None else pd.DataFrame()
+        return self._frame
+
+    @metrics.setter
+    def metrics(self, frame: pd.DataFrame) -> None:
+        self._frame, self._table = frame, None
+
+    def table(self) -> pa.Table:
+        """The metrics as an Arrow table of the recorder's schema (``recorder.SCHEMA``)."""
+        if self._table is None:
+            self._table = metrics_table(self.metrics) if len(self.metrics.columns) else SCHEMA.empty_table()
+        return self._table
 
     def __repr__(self) -> str:
         s = self.summary
@@ -172,19 +199,23 @@ def _finish(cfg: Config, problem, theory, recorder: Recorder, outcome, run_dir: 
     params = engine.model_state()
     if run_dir is not None:
         write_results(run_dir, table, summary, params)
-    return Run(cfg, summary, metrics_frame(table), run_dir, params)
+    return Run(cfg, summary, table, run_dir, params)
 
 
 def write_run(run: Run, path: str | Path) -> Path:
     """Write a Run made with ``write=False`` (or by ``batch.run_many``) as a run directory, with
     the same files and the same atomic writers as ``run``. Sets and returns ``run.dir``."""
-    run.dir = write_run_files(path, run.config.to_yaml(), metrics_table(run.metrics), run.summary, run.params)
+    run.dir = write_run_files(path, run.config.to_yaml(), run.table(), run.summary, run.params)
     return run.dir
 
 
 def prepare(cfg: Config) -> tuple[Problem, Engine, Theory]:
     """The problem, engine and theory of a run (everything built before training)."""
-    torch.manual_seed(cfg.seed)  # no draw relies on it; belt and braces for user extensions
+    # no draw relies on it; belt and braces for user extensions. The CPU generator (and CUDA's once in use):
+    # torch.manual_seed also queues a seeding of CUDA that records a stack trace, ~1 ms, a sweep's largest cost
+    torch.default_generator.manual_seed(cfg.seed)
+    if torch.cuda.is_initialized():
+        torch.cuda.manual_seed_all(cfg.seed)
     problem = build_problem(cfg)
     return problem, build_engine(problem), theory_of(problem)
 

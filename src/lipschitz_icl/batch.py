@@ -27,9 +27,9 @@ from .api import run as run_one
 from .config import Config
 from .engines import batchable
 from .interrupts import interrupt_latch
-from .recorder import Recorder, metrics_frame
+from .recorder import Recorder
 from .stopping import TrainOutcome
-from .train_batch import train_batched
+from .train_batch import StepFn, train_batched
 
 BatchProgressFn = Callable[[int, int], None]  # (runs finished, runs in all)
 RunFn = Callable[[int, Run], None]  # (index of the config, its Run), the moment the run stops
@@ -59,12 +59,14 @@ def plan_groups(configs: list[Config]) -> tuple[list[list[int]], list[int], dict
     return list(groups.values()), rest, built
 
 
-def run_many(configs: list[Config], progress: BatchProgressFn | None = None, on_run: RunFn | None = None) -> list[Run]:
+def run_many(configs: list[Config], progress: BatchProgressFn | None = None, on_run: RunFn | None = None,
+             on_step: StepFn | None = None) -> list[Run]:
     """Train every config (write=False semantics: nothing is written; the caller writes).
 
     Returns one Run per config, in order. ``progress(finished, total)`` is called as runs end, and
     ``on_run(i, run)`` with each finished Run the moment it stops (converged, budget, diverged),
-    before the rest of its batch goes on: a caller can write and index it at once.
+    before the rest of its batch goes on: a caller can write and index it at once; ``on_step()`` after every
+    step of a batch and after every run trained alone.
     A trainer records Ctrl-C as status ``interrupted``; run_many then stops, raising
     ``RunsInterrupted`` (a KeyboardInterrupt) with the runs so far, instead of training the rest.
     """
@@ -82,17 +84,19 @@ def run_many(configs: list[Config], progress: BatchProgressFn | None = None, on_
         groups, rest, built = plan_groups(configs)
         for group in groups:
             _stop_if_interrupted(runs, [], check_interrupt)
-            _train_group(configs, group, built, runs, done)
+            _train_group(configs, group, built, runs, done, on_step)
             _stop_if_interrupted(runs, group, check_interrupt)
         for i in rest:
             _stop_if_interrupted(runs, [], check_interrupt)
             done(i, run_one(configs[i], write=False))
+            if on_step is not None:
+                on_step()
             _stop_if_interrupted(runs, [i], check_interrupt)
     return runs  # type: ignore[return-value]
 
 
 def _train_group(configs: list[Config], group: list[int], built: dict, runs: list[Run | None],
-                 done: Callable[[int, Run], None]) -> None:
+                 done: Callable[[int, Run], None], on_step: StepFn | None = None) -> None:
     """Train ``group`` (indices into ``configs``) as one batch, with ``done(i, run)`` as each run stops."""
     recorders = [Recorder(built[i][0].features.K, built[i][1].score_metrics()) for i in group]
 
@@ -103,9 +107,10 @@ def _train_group(configs: list[Config], group: list[int], built: dict, runs: lis
         problem, engine, theory = built.pop(i)
         engine.load_final_scores(outcome.final_scores)  # so that model_state() is the trained Q
         done(i, Run(configs[i], make_summary(configs[i], problem, theory, outcome),
-                    metrics_frame(recorders[pos].table()), params=engine.model_state()))
+                    recorders[pos].table(), params=engine.model_state()))
 
-    train_batched([configs[i] for i in group], [built[i][1] for i in group], recorders, on_finish=finished)
+    train_batched([configs[i] for i in group], [built[i][1] for i in group], recorders, on_finish=finished,
+                  on_step=on_step)
 
 
 def _stop_if_interrupted(runs: list[Run | None], indices: list[int], check_interrupt: Callable[[], None]) -> None:

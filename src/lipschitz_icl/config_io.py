@@ -6,6 +6,8 @@ handed, so loading, overrides and error formatting can be reused (run configs, s
 
 from __future__ import annotations
 
+import copy
+import functools
 import importlib
 import re
 from pathlib import Path
@@ -208,7 +210,14 @@ def read_yaml(path: str | Path) -> Any:
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
-    """Parse ``key.sub=value``; the value is read as YAML (so 1e-3, true, [0.5, 0.5] work)."""
+    """Parse ``key.sub=value``; the value is read as YAML (so 1e-3, true, [0.5, 0.5] work). Remembered (a
+    sweep applies each axis value at many points); the caller gets its own copy."""
+    parts, value = _parse_override(text)
+    return list(parts), copy.deepcopy(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_override(text: str) -> tuple[tuple[str, ...], Any]:
     if "=" not in text:
         raise UserInputError(f"override {short(text)}: expected key.sub=value")
     key, _, raw = text.partition("=")
@@ -222,7 +231,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     except RecursionError:
         raise UserInputError(f"override {short(text)}: value nested too deeply") from None
     check_shape(value, f"override {short(text)}")
-    return parts, value
+    return tuple(parts), value
 
 
 def apply_overrides(data: dict, overrides: list[str]) -> dict:

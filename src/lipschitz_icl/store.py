@@ -101,8 +101,16 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def json_text(data: dict, indent: int | None = None) -> str:
+    """``data`` as JSON, non-finite numbers as null (summary.json's form)."""
+    try:
+        return json.dumps(data, indent=indent, allow_nan=False)  # most summaries: every number finite
+    except ValueError:
+        return json.dumps(_jsonable(data), indent=indent, allow_nan=False)
+
+
 def atomic_write_json(path: Path, data: dict) -> None:
-    atomic_write_text(path, json.dumps(_jsonable(data), indent=2, allow_nan=False) + "\n")
+    atomic_write_text(path, json_text(data, indent=2) + "\n")
 
 
 def atomic_write_npy(path: Path, array) -> None:
@@ -121,11 +129,13 @@ VALUES_SHA256 = b"lipschitz_icl.values_sha256"  # parquet key-value metadata: th
 
 def values_digest(table: pa.Table) -> str:
     """sha256 of a table's values, column by column (names, null masks, then the values: numbers as
-    their float64/int64 bytes, text as its lengths then its bytes), independent of how the table is chunked or
-    encoded; vectorised (about 0.1 s per million rows)."""
+    their float64/int64 bytes, text as its lengths then its bytes, a dictionary column as the values it
+    stands for), independent of how the table is chunked or encoded; vectorised (about 0.1 s per million rows)."""
     h = hashlib.sha256()
     for name, column in zip(table.column_names, table.columns, strict=True):
         h.update(name.encode() + b"\0" + column.is_null().to_numpy(zero_copy_only=False).tobytes())
+        if pa.types.is_dictionary(column.type):  # its values, whatever the dictionary (a file keeps used entries)
+            column = column.cast(column.type.value_type)
         if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
             text = column.combine_chunks().cast(pa.large_string()).fill_null("")  # string and large_string alike
             h.update(pc.binary_length(text).to_numpy(zero_copy_only=False).astype("<i8").tobytes())
@@ -187,11 +197,19 @@ def write_results(run_dir: Path, metrics: pa.Table | bytes, summary: dict, param
         atomic_write_json(run_dir / SUMMARY_FILE, summary)
 
 
+def params_bytes(state: dict[str, Any]) -> bytes:
+    """torch.save of a state dict (or a mapping of state dicts), its tensors detached and on the CPU."""
+    def cpu(value: Any) -> Any:
+        return {k: cpu(v) for k, v in value.items()} if isinstance(value, dict) else value.detach().cpu()
+
+    buf = io.BytesIO()
+    torch.save(cpu(state), buf)
+    return buf.getvalue()
+
+
 def atomic_write_params(path: Path, state: dict[str, torch.Tensor]) -> None:
     """torch.save of a state dict (tensors only), written atomically."""
-    buf = io.BytesIO()
-    torch.save({k: v.detach().cpu() for k, v in state.items()}, buf)
-    atomic_write_bytes(path, buf.getvalue())
+    atomic_write_bytes(path, params_bytes(state))
 
 
 def read_params(run_dir: str | Path) -> dict[str, torch.Tensor]:
@@ -304,9 +322,10 @@ def kinds_names(kinds: tuple[type, ...]) -> list[str]:
     return [{"str": "string", "int": "integer", "float": "number"}[k.__name__] for k in kinds]
 
 
-def read_metrics_table(run_dir: str | Path) -> pa.Table:
-    """metrics.parquet of a run; a corrupt file is bad input naming the file."""
-    path = Path(run_dir) / METRICS_FILE
+def read_metrics_table(run_dir: str | Path, name: str = METRICS_FILE) -> pa.Table:
+    """metrics.parquet of a run (or another checksummed table in ``run_dir``); a corrupt file is bad input
+    naming the file."""
+    path = Path(run_dir) / name
     raw = path.read_bytes()  # an I/O error here is one; below, any error is the file's content
     try:
         table = pq.read_table(pa.BufferReader(raw), page_checksum_verification=True)

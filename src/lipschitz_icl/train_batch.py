@@ -27,6 +27,7 @@ from .stopping import RunState, TrainOutcome
 
 RecordFn = Callable[[int, int, float, float], None]  # (run index, step, loss, min_k Attn_k)
 FinishFn = Callable[[int, TrainOutcome], None]  # (run index, its outcome), as the run stops
+StepFn = Callable[[], None]  # after every step of the batch (a caller's clock: store what stopped, say)
 
 
 def train_batched(
@@ -35,12 +36,13 @@ def train_batched(
     recorders: list[Recorder],
     on_record: RecordFn | None = None,
     on_finish: FinishFn | None = None,
+    on_step: StepFn | None = None,
 ) -> list[TrainOutcome]:
     """Train the runs of ``engines`` (run i is ``cfgs[i]``; equal ``batch_key``s) as one batch;
     returns one TrainOutcome per run, with the scores it ended at as ``final_scores``."""
     batch = type(engines[0]).stack(engines, [c.train.lr for c in cfgs])
     states = [RunState() for _ in cfgs]
-    _BatchLoop(cfgs, batch, states, recorders, on_record, on_finish).run()
+    _BatchLoop(cfgs, batch, states, recorders, on_record, on_finish, on_step).run()
     return [st.outcome() for st in states]
 
 
@@ -49,9 +51,9 @@ class _BatchLoop:
     behind row j)."""
 
     def __init__(self, cfgs: list[Config], batch: EngineBatch, states: list[RunState], recorders: list[Recorder],
-                 on_record: RecordFn | None, on_finish: FinishFn | None) -> None:
+                 on_record: RecordFn | None, on_finish: FinishFn | None, on_step: StepFn | None = None) -> None:
         self.cfgs, self.batch, self.states, self.recorders = cfgs, batch, states, recorders
-        self.on_record, self.on_finish = on_record, on_finish
+        self.on_record, self.on_finish, self.on_step = on_record, on_finish, on_step
         self.rows = list(range(len(cfgs)))
         self.step = 0
         self.start = time.perf_counter()
@@ -64,6 +66,8 @@ class _BatchLoop:
                     self.step = step
                     if not self._advance():
                         break
+                    if self.on_step is not None:
+                        self.on_step()
         except KeyboardInterrupt:
             if not self.rows:  # every run had ended before the interrupt surfaced: the caller stops
                 raise

@@ -54,13 +54,17 @@ SHOWN = ["name", "status", "steps", "final_loss", "min_attn", "T_1", "T_eps", "L
 @sweep_app.command("run")
 def run_command(
     spec: Path = typer.Argument(..., help="Sweep spec (YAML): base config plus grid / zip / seeds axes."),
-    workers: int = typer.Option(None, "--workers", "-w", help="Worker processes (default: one per core; 1: no Dask)."),
+    workers: int = typer.Option(None, "--workers", "-w", help="Worker processes (default: one per core, or none "
+                                "for a sweep of fewer than 4 batches per core; 1: no Dask, runs in this process)."),
     scheduler: str = typer.Option(None, "--scheduler", help="Address of a running Dask scheduler (tcp://host:8786)."),
     out_dir: Path = typer.Option(None, "--out", "-o", help="Sweep directory (default: sweeps/<spec name>)."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Rerun runs whose row says failed."),
     force: bool = typer.Option(False, "--force", help="Rerun every run, finished or not (and write into an --out "
                                "that holds other files)."),
-    batch: int = typer.Option(32, "--batch", help="Compatible runs trained together per worker task (1: one by one)."),
+    batch: int = typer.Option(None, "--batch", help="Compatible runs trained together per worker task (default: "
+                              "as many as keep a batch's metrics under 64 MB, at most 512; 1: one by one)."),
+    run_dirs: bool = typer.Option(False, "--run-dirs", help="Write a directory per run under runs/ (config.yaml, "
+                                  "metrics.parquet, summary.json, params.pt) instead of one results file per batch."),
 ) -> None:
     """Run every point of SPEC that has no finished row in the sweep directory's index.
 
@@ -87,7 +91,8 @@ def run_command(
                 bar.update(task, total=total, completed=done + failed, info=info)
 
             try:
-                rows = run_sweep(sweep, target, workers, scheduler, retry_failed, force, progress, batch=batch)
+                rows = run_sweep(sweep, target, workers, scheduler, retry_failed, force, progress, batch=batch,
+                                 run_dirs=run_dirs)
             except KeyboardInterrupt:
                 err.print(f"[yellow]interrupted:[/] finished runs are kept in {escape(str(target))}; "
                           "run the same command to resume", soft_wrap=True, highlight=False)

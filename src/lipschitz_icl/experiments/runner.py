@@ -22,7 +22,7 @@ from ..engines.kernel import KernelEngine
 from ..errors import UserInputError
 from ..problem import build_problem
 from ..store import SUMMARY_FILE, atomic_write_text, read_summary
-from ..sweep import load_index, run_configs
+from ..sweep import load_runs, run_configs
 from ..theory import flat_time_scale, theory_of
 from ..threads import single_threaded_torch
 from .sizes import Sizes, sizes
@@ -161,16 +161,16 @@ def _run_on_dask(ctx: Context, group_dir: Path, configs: list[Config], label: st
 
 def _sweep_runs(scratch: Path, configs: list[Config], finished_only: bool) -> list[Run | None]:
     """The runs of a scratch sweep in the order of ``configs`` (a failed point's too, unless
-    ``finished_only``); None for one that has no run directory."""
+    ``finished_only``, which also leaves out runs of another version); None for one it did not store."""
     try:
-        index = load_index(scratch)
+        runs = load_runs(scratch, finished_only=finished_only)
     except UserInputError:
         return [None] * len(configs)
-    name_of = dict(zip(index["config_hash"], index["name"], strict=True))
-    dirs = [scratch / "runs" / name_of[c.config_hash()] if c.config_hash() in name_of else None for c in configs]
+    by_hash = {r.summary.get("config_hash"): r for r in runs}
     if finished_only:
-        return [_reusable(d, c) if d is not None else None for d, c in zip(dirs, configs, strict=True)]
-    return [load_run(d, require_finished=False) if d is not None else None for d in dirs]
+        by_hash = {h: r for h, r in by_hash.items()
+                   if r.summary.get("versions", {}).get("lipschitz_icl") == __version__}
+    return [by_hash.get(c.config_hash()) for c in configs]
 
 
 def with_fused_step(cfg: Config) -> Config:

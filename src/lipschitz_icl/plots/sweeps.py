@@ -27,10 +27,12 @@ COLUMNS = ["L", "L_star", "lr", "K", "eps", "delta", "Delta", "T_1", "T_eps", "s
 TIMES = {"T_eps": "T$_\\epsilon$ (loss $\\leq$ eps)", "T_1": "T$_1$ (end of fast phase)"}
 
 
-def _summary_of(run_dir: str) -> dict:
-    path = Path(run_dir) / SUMMARY_FILE
+def _summary_of(stored: object, run_dir: str | None) -> dict:
+    """A run's summary: stored in the index (JSON text), else its run directory's summary.json."""
     try:
-        return json.loads(path.read_text())
+        if isinstance(stored, str):
+            return json.loads(stored)
+        return json.loads((Path(run_dir) / SUMMARY_FILE).read_text()) if run_dir else {}
     except (OSError, ValueError):
         return {}  # a failed or pending run may have no summary: its settings are unknown
 
@@ -38,13 +40,13 @@ def _summary_of(run_dir: str) -> dict:
 def sweep_frame(source: SweepLike) -> pd.DataFrame:
     """One row per run with the columns the sweep figures use (COLUMNS) and ``L_over_Lstar``.
 
-    ``source``: a sweep directory (its index.sqlite, plus each run's summary.json for eta, K
-    and eps, which the index does not hold), a DataFrame already holding COLUMNS, or Runs."""
+    ``source``: a sweep directory (its index.sqlite, with each run's summary for eta, K and eps, which
+    the index's runs table does not hold), a DataFrame already holding COLUMNS, or Runs."""
     if isinstance(source, pd.DataFrame):
         frame = source.copy()
     elif isinstance(source, (str, Path)):
-        index = load_index(source)
-        summaries = [_summary_of(d) for d in index["run_dir"]]
+        index = load_index(source, stored_json=True)
+        summaries = [_summary_of(j, d) for j, d in zip(index["summary"], index["run_dir"], strict=True)]
         frame = pd.DataFrame({col: [s.get(col) for s in summaries] for col in ("lr", "K", "eps", "delta")})
         for col in ("L", "L_star", "Delta", "T_1", "T_eps", "status", "regime", "seed"):
             frame[col] = index[col].to_numpy()

@@ -4,16 +4,19 @@
     >>> rows = run_sweep("configs/sweeps/l_sweep.yaml", out="sweeps/l_sweep", workers=2)
     >>> rows[["task.L", "seed", "status", "T_eps"]]
     >>> load_index("sweeps/l_sweep")          # the whole index, any time, even mid-sweep
+    >>> load_metrics("sweeps/l_sweep")        # every run's metrics, one tidy table (name, step, metric, ...)
+    >>> load_runs("sweeps/l_sweep")[0].attention()   # the runs as li.Run objects
 
 See docs/SWEEPS.md for the spec format, the store layout and the index schema.
 """
 
 from .execute import default_workers, is_running, run_configs, run_sweep
 from .index import FINISHED, INDEX_FILE, Index, load_index
+from .results import load_metrics, load_runs
 from .spec import MAX_POINTS, Point, Sweep, SweepSpec, load_sweep, parse_range
 from .worker import execute_config
 
 __all__ = [
     "FINISHED", "INDEX_FILE", "MAX_POINTS", "Index", "Point", "Sweep", "SweepSpec", "default_workers", "execute_config",
-    "is_running", "load_index", "load_sweep", "parse_range", "run_configs", "run_sweep",
+    "is_running", "load_index", "load_metrics", "load_runs", "load_sweep", "parse_range", "run_configs", "run_sweep",
 ]

@@ -23,7 +23,9 @@ from ..errors import UserInputError
 from .spec import Point
 from .worker import ignore_sigint, run_batch_task
 
-OnResult = Callable[[Point, dict[str, Any]], None]
+# the results of a batch, stored together; with their metrics and params already encoded as a results file
+# (``results.encode_batch``) when the task was asked to (``encode``)
+OnResult = Callable[..., None]
 FailedResult = Callable[[Point, str], dict[str, Any]]
 CONNECT_TIMEOUT_S = 20.0  # a hard deadline for reaching a --scheduler, whatever answers there
 LOST_WORKER_S = 30.0  # a batch whose worker left is retried (then failed) if no other worker ends it by then
@@ -181,9 +183,10 @@ class _Watch:
 
 
 def run_on_dask(client: Any, batches: Iterable[list[Point]], on_result: OnResult, failed_result: FailedResult,
-                save_params: bool) -> None:
+                save_params: bool, encode: bool = False) -> None:
     """Run ``batches`` (lists of points, see ``execute.plan_batches``) on ``client``'s workers, one
-    task per batch, and hand each point's result to ``on_result`` as its batch's task returns.
+    task per batch, and hand a batch's results to ``on_result`` (a list of (point, result)) as its task returns;
+    with ``encode`` the worker encodes the batch's results file (``on_result(pairs, encoded)``).
 
     A batch is submitted only to a worker thread that is idle (``workers=[address]``), so a worker
     never holds a second batch besides the one it executes: when a run kills its worker, no other
@@ -194,14 +197,14 @@ def run_on_dask(client: Any, batches: Iterable[list[Point]], on_result: OnResult
     retried one point per task, first in the queue, so only the point that kills its worker is
     recorded ``failed_result(point, text)``; a batch of one point is recorded so at once."""
     try:
-        _drive(client, collections.deque(batches), on_result, failed_result, save_params)
+        _drive(client, collections.deque(batches), on_result, failed_result, save_params, encode)
     except (asyncio.CancelledError, concurrent.futures.CancelledError):  # only distributed cancels our futures:
         # when the connection to the scheduler is lost (those of lost workers are dropped before they are read)
         raise SchedulerLost("the Dask scheduler went away (the connection to it was lost)") from None
 
 
 def _drive(client: Any, queue: collections.deque, on_result: OnResult, failed_result: FailedResult,
-           save_params: bool) -> None:
+           save_params: bool, encode: bool) -> None:
     """``run_on_dask``'s loop: submit batches to idle workers, hand on results, keep the deadlines (``_Watch``)."""
     from distributed import wait  # distributed: imported only when a sweep uses Dask
 
@@ -211,15 +214,15 @@ def _drive(client: Any, queue: collections.deque, on_result: OnResult, failed_re
         alive = watch.alive()
         for addr in _free_slots(alive, running)[: len(queue)]:
             points = queue.popleft()
-            datas = [p.config.model_dump(mode="json") for p in points]
-            future = client.submit(run_batch_task, datas, save_params, pure=False, workers=[addr],
+            datas = [p.config.model_dump_json() for p in points]  # text: Dask does not walk it looking for futures
+            hashes = [p.config_hash for p in points] if encode else None
+            future = client.submit(run_batch_task, datas, save_params, hashes, pure=False, workers=[addr],
                                    allow_other_workers=True)
             running[future] = (points, addr)
         if not running:  # every worker is being replaced: wait for one, up to NO_WORKER_S
             if watch.starved():
                 for points in queue:
-                    for point in points:
-                        on_result(point, failed_result(point, f"no Dask worker for {NO_WORKER_S:g} s"))
+                    on_result([(p, failed_result(p, f"no Dask worker for {NO_WORKER_S:g} s")) for p in points])
                 return
             time.sleep(0.1)
             continue
@@ -233,8 +236,9 @@ def _drive(client: Any, queue: collections.deque, on_result: OnResult, failed_re
         for future in [f for f in running if f.done()]:
             points, _ = running.pop(future)
             results: list[tuple[int, dict[str, Any]]] = []
+            encoded = None
             try:
-                results = future.result()
+                results, encoded = future.result()
             except concurrent.futures.CancelledError:
                 raise
             except Exception as e:  # noqa: BLE001 - a lost worker (KilledWorker), a transfer error
@@ -243,8 +247,7 @@ def _drive(client: Any, queue: collections.deque, on_result: OnResult, failed_re
                 else:
                     results = [(0, failed_result(points[0], f"{type(e).__name__}: {e}"))]
             future.release()
-            for pos, result in results:
-                on_result(points[pos], result)
+            on_result([(points[pos], result) for pos, result in results], encoded)
 
 
 def _retry_or_fail(queue: collections.deque, points: list[Point], retried: set[str], on_result: OnResult,
@@ -253,7 +256,7 @@ def _retry_or_fail(queue: collections.deque, points: list[Point], retried: set[s
     recorded failed with ``reason``."""
     for point in reversed(points):
         if point.config_hash in retried:
-            on_result(point, failed_result(point, reason))
+            on_result([(point, failed_result(point, reason))])
         else:
             retried.add(point.config_hash)
             queue.appendleft([point])

@@ -13,6 +13,7 @@ import contextlib
 import itertools
 import json
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,22 +22,27 @@ import pandas as pd
 import yaml
 
 from ..config import Config
-from ..engines import batchable
 from ..errors import UserInputError
-from ..interrupts import interrupt_latch
+from ..interrupts import deferred_signals, interrupt_latch
 from ..recorder import SCHEMA
-from ..store import SUMMARY_FILE, atomic_write_text, write_run_files
+from ..store import SUMMARY_FILE, atomic_write_text, json_text, write_run_files
 from ..threads import single_threaded_torch
 from .dask_backend import close_client, connect_scheduler, open_local_cluster, run_on_dask
-from .index import FINISHED, INDEX_FILE, RUNS_DIR, Index, load_index
-from .spec import Point, Sweep, load_sweep
-from .worker import execute_batch, failed_summary
+from .index import FINISHED, INDEX_FILE, RUNS_DIR, Index, StoredRun, load_index
+from .results import RESULTS_DIR, Encoded, remove_unnamed, write_batch
+from .spec import Point, Sweep, batch_group, load_sweep
+from .worker import encode_results, execute_batch, failed_summary
 
 ProgressFn = Callable[[int, int, int], None]  # (done, failed, total) over the runs this call executes
-OnResult = Callable[[Point, dict[str, Any]], None]
+OnResult = Callable[[list[tuple[Point, dict[str, Any]]]], None]  # a batch's results
 SPEC_FILE = "sweep.yaml"
 LOCK_FILE = ".lock"
-DEFAULT_BATCH = 32  # runs per batch (``--batch``): a worker task trains up to this many runs together
+DEFAULT_BATCH = None  # runs per batch (``--batch``); None: sized by memory (``auto_batch``)
+BATCH_MEMORY = 64 * 2**20  # bytes of recorded metrics a batch may hold before it is stored
+MAX_BATCH = 512
+MIN_BATCHES_PER_WORKER = 4  # default --workers: a cluster only for a sweep of at least this many batches per core
+FLUSH_S = 2.0  # in this process (--workers 1): runs that stopped are stored at least this often
+FLUSH_ENV = "LIPSCHITZ_ICL_FLUSH_S"  # overrides FLUSH_S (0: store each run the step after it stopped)
 
 
 def default_workers() -> int:
@@ -55,52 +61,91 @@ def _failed_result(point: Point, error: str) -> dict[str, Any]:
     return {"summary": failed_summary(data, error), "metrics": None, "params": None, "elapsed_s": None}
 
 
-def _batch_group(cfg: Config) -> tuple:
-    """Which points may share a batch, from the config alone (the driver builds no problem): the
-    shape-defining settings of ``Engine.batch_key``. Points of one group whose engines still
-    differ (Sigma diagonal or not, say) are split again by ``batch.plan_groups`` on the worker."""
-    if not batchable(cfg):
-        return ("alone",)
-    e, f = cfg.engine, cfg.features
-    return (e.kind, e.model_dump_json(), f.kind, f.K, cfg.task.kind, cfg.task.label_noise > 0, cfg.train.optimizer)
+def auto_batch(cfg: Config) -> int:
+    """Runs per batch when ``--batch`` is not given: as many as keep the batch's recorded metrics (held until
+    the batch is stored) under BATCH_MEMORY, between 8 and MAX_BATCH; ~40 bytes per tidy row."""
+    K = cfg.features.K or 1
+    rows = (cfg.train.steps // cfg.train.log_every + 2) * (2 * K * K + 16)
+    return max(8, min(MAX_BATCH, BATCH_MEMORY // (40 * rows)))
 
 
-def plan_batches(todo: Sequence[Point], batch: int, workers: int = 1) -> list[list[Point]]:
-    """The points as batches of at most ``batch`` compatible points (points that cannot be batched:
-    one each), in the order of their first point. On Dask (``workers`` > 1; a batch's results come
-    back when its task ends) a group is cut into at least 4 batches per worker where it has the
+def plan_batches(todo: Sequence[Point], batch: int | None, workers: int = 1) -> list[list[Point]]:
+    """The points as batches of at most ``batch`` compatible points (None: ``auto_batch`` of each group;
+    points that cannot be batched: one each), in the order of their first point. On Dask (``workers`` > 1;
+    a batch's results come back when its task ends) a group is cut into at least 4 batches per worker where it has the
     points, so that every worker gets work and results arrive in several pieces."""
     groups: dict[tuple, list[Point]] = {}
     batches: list[list[Point]] = []
     for point in todo:
-        key = _batch_group(point.config)
+        key = point.group or batch_group(point.config)
         if key == ("alone",) or batch == 1:
             batches.append([point])
         else:
             groups.setdefault(key, []).append(point)
     for members in groups.values():
-        size = max(1, min(batch, -(-len(members) // (4 * workers if workers > 1 else 1))))
+        most = auto_batch(members[0].config) if batch is None else batch
+        size = max(1, min(most, -(-len(members) // (4 * workers if workers > 1 else 1))))
         batches.extend(members[i : i + size] for i in range(0, len(members), size))
     first = {p.config_hash: n for n, p in enumerate(todo)}
     return sorted(batches, key=lambda b: first[b[0].config_hash])
 
 
 def _run_in_process(batches: Iterable[list[Point]], on_result: OnResult, save_params: bool) -> None:
-    """``--workers 1``: every batch in this process, one after the other, without Dask; each run is
-    written and indexed the moment it stops."""
+    """``--workers 1``: every batch in this process, one after the other, without Dask. Runs that stopped are
+    stored together at most FLUSH_S seconds after they stopped, at the end of each batch, and when Ctrl-C
+    stops it."""
+    every = _flush_every()
     with single_threaded_torch(), interrupt_latch() as check_interrupt:  # same numbers as on the workers
         for points in batches:
-            check_interrupt()  # a Ctrl-C that some library swallowed while the last run was written
+            check_interrupt()  # a Ctrl-C that some library swallowed while the last batch was written
+            pending: list[tuple[Point, dict[str, Any]]] = []
             statuses: list[str | None] = []
+            last = [time.monotonic()]
 
-            def write(pos: int, result: dict[str, Any], points: list[Point] = points,
-                      statuses: list[str | None] = statuses) -> None:
-                on_result(points[pos], result)
+            def stopped(pos: int, result: dict[str, Any], points: list[Point] = points,
+                        pending: list = pending, statuses: list = statuses) -> None:
+                pending.append((points[pos], result))
                 statuses.append(result["summary"].get("status"))
 
-            execute_batch([p.config.model_dump(mode="json") for p in points], write, save_params)
+            def tick(pending: list = pending, last: list = last, every: float = every) -> None:
+                if pending and time.monotonic() - last[0] >= every:
+                    _flush(on_result, pending)
+                    last[0] = time.monotonic()
+
+            try:
+                execute_batch([_in_process(p.config) for p in points], stopped, save_params, tick)
+            finally:
+                _flush(on_result, pending)
             if "interrupted" in statuses:  # Ctrl-C inside the training loop
                 raise KeyboardInterrupt
+
+
+def _in_process(cfg: Config) -> Config | dict[str, Any]:
+    """What an in-process batch gets: the config itself (validated once already), or as a mapping validated
+    again where that checks something (a feature file's digest, against a file changed since the spec was read)."""
+    return cfg.model_dump(mode="json") if cfg.features.kind == "file" else cfg
+
+
+def _flush_every() -> float:
+    """FLUSH_S, or the seconds LIPSCHITZ_ICL_FLUSH_S gives (a number >= 0; anything else: one-line error)."""
+    text = os.environ.get(FLUSH_ENV)
+    if text is None:
+        return FLUSH_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise UserInputError(f"{FLUSH_ENV}={text!r}: expected seconds >= 0 (how often a sweep in this process "
+                             "stores the runs that stopped)")
+    return value
+
+
+def _flush(on_result: OnResult, pending: list[tuple[Point, dict[str, Any]]]) -> None:
+    """Store the pending results (Ctrl-C waits until they are) and empty the list."""
+    with deferred_signals():
+        on_result(list(pending))
+        pending.clear()
 
 
 # --------------------------------------------------------------------------- the driver
@@ -183,7 +228,8 @@ def check_sweep_dir(sweep_dir: Path, name: str | None, force: bool) -> None:
 def _killed_at_start(sweep_dir: Path) -> bool:
     """A sweep killed before it wrote sweep.yaml: only its lock, its index and an empty runs/ (a spec is
     written before any run starts), so the next sweep may take the folder over."""
-    sweep_files = {LOCK_FILE, INDEX_FILE, f"{INDEX_FILE}-wal", f"{INDEX_FILE}-shm", f"{INDEX_FILE}-journal", RUNS_DIR}
+    sweep_files = {LOCK_FILE, INDEX_FILE, f"{INDEX_FILE}-wal", f"{INDEX_FILE}-shm", f"{INDEX_FILE}-journal", RUNS_DIR,
+                   RESULTS_DIR}
     runs = sweep_dir / RUNS_DIR
     return (not (sweep_dir / SPEC_FILE).exists() and {p.name for p in sweep_dir.iterdir()} <= sweep_files
             and (not runs.exists() or (runs.is_dir() and not any(runs.iterdir()))))
@@ -198,30 +244,62 @@ def _owner(run_dir: Path) -> str | None:
 
 
 class _Recorder:
-    """Writes each result as it arrives: the run's files first (atomically), then its index row."""
+    """Stores each batch's results as they arrive, then their index rows in one transaction: by default one
+    results file per batch (``results.write_batch``); with ``run_dirs`` each run's directory, as ``run`` writes
+    it (atomically; never over another run's)."""
 
-    def __init__(self, sweep_dir: Path, index: Index, total: int, progress: ProgressFn | None) -> None:
+    def __init__(self, sweep_dir: Path, index: Index, total: int, progress: ProgressFn | None,
+                 run_dirs: bool = False) -> None:
         self.sweep_dir, self.index, self.total, self.progress = sweep_dir, index, total, progress
+        self.run_dirs = run_dirs
         self.names = index.names()  # config hash -> directory: a known run keeps its directory
         self.done = self.failed = 0
 
-    def __call__(self, point: Point, result: dict[str, Any]) -> None:
-        summary = {**result["summary"], "config_hash": point.config_hash}
+    def __call__(self, batch: list[tuple[Point, dict[str, Any]]], encoded: Encoded | None = None) -> None:
+        """Store a batch's results (``encoded``: their results file, encoded by the worker)."""
+        if not batch:
+            return
+        summaries = [{**result["summary"], "config_hash": point.config_hash} for point, result in batch]
+        elapsed = [result["elapsed_s"] for _, result in batch]
+        if self.run_dirs:
+            stored = [self._write_dir(point, result, summary, i, elapsed)
+                      for i, ((point, result), summary) in enumerate(zip(batch, summaries, strict=True))]
+        else:
+            stored = self._write_batch(batch, summaries, encoded)
+        self.index.record_batch([(point.config_hash, summary, t, where) for (point, _), summary, t, where
+                                 in zip(batch, summaries, elapsed, stored, strict=True)])  # after the files
+        failed = sum(s.get("status") == "failed" for s in summaries)
+        self.failed += failed
+        self.done += len(batch) - failed
+        if self.progress is not None:
+            self.progress(self.done, self.failed, self.total)
+
+    def _write_batch(self, batch: list[tuple[Point, dict[str, Any]]], summaries: list[dict],
+                     encoded: Encoded | None) -> list[StoredRun]:
+        """One results file for the batch's metrics (and params); each run's config and summary go to the index."""
+        if encoded is None:
+            encoded = encode_results([r for _, r in batch], [p.config_hash for p, _ in batch])
+        file = write_batch(self.sweep_dir, encoded)
+        return [(file, _config_json(point, result), json_text(summary))
+                for (point, result), summary in zip(batch, summaries, strict=True)]
+
+    def _write_dir(self, point: Point, result: dict[str, Any], summary: dict, i: int, elapsed: list) -> StoredRun:
+        """``--run-dirs``: the run's own directory (config.yaml, metrics.parquet, params.pt, summary.json)."""
         metrics = result["metrics"] if result["metrics"] is not None else SCHEMA.empty_table()
         run_dir = self.sweep_dir / RUNS_DIR / self.names[point.config_hash]
         owner = _owner(run_dir)
         if owner is not None and owner != point.config_hash:  # never write one run over another
-            error = f"{run_dir.name}: the directory holds the run of config {owner}; not overwritten"
-            summary, result = {**summary, "status": "failed", "error": error}, {**result, "elapsed_s": None}
+            summary.update(status="failed", error=f"{run_dir.name}: the directory holds the run of config {owner}; "
+                           "not overwritten")
+            elapsed[i] = None
         else:
             write_run_files(run_dir, point.config.to_yaml(), metrics, summary, result.get("params"))
-        self.index.record(point.config_hash, summary, result["elapsed_s"])  # after the files: see docs
-        if summary.get("status") == "failed":
-            self.failed += 1
-        else:
-            self.done += 1
-        if self.progress is not None:
-            self.progress(self.done, self.failed, self.total)
+        return (None, _config_json(point, result), json_text(summary))
+
+
+def _config_json(point: Point, result: dict[str, Any]) -> str:
+    """The run's resolved config as JSON (the worker's, else rebuilt from the spec)."""
+    return result.get("config") or point.config.model_dump_json()
 
 
 def execute_points(
@@ -235,43 +313,51 @@ def execute_points(
     spec_yaml: str | None = None,
     name: str | None = None,
     save_params: bool = True,
-    batch: int = DEFAULT_BATCH,
+    batch: int | None = DEFAULT_BATCH,
+    run_dirs: bool = False,
 ) -> pd.DataFrame:
     """Run the points that have no finished row in ``out``'s index; return their index rows.
 
     ``--workers 1`` (and no scheduler) runs points in this process; otherwise every point runs on
-    a Dask worker, never here. Compatible points run ``batch`` at a time (``plan_batches``).
-    A ``scheduler`` is reached before anything is written."""
+    a Dask worker, never here. ``workers`` None: one per core, or this process for a sweep of fewer than
+    MIN_BATCHES_PER_WORKER batches per core (a local cluster takes ~3 s to start). Compatible points run
+    ``batch`` at a time (``plan_batches``).
+    A ``scheduler`` is reached before anything is written. Results are stored by batch (``results``), or
+    with ``run_dirs`` in one directory per run."""
     sweep_dir = Path(out)
-    workers = default_workers() if workers is None else workers
+    chosen, workers = workers is None, default_workers() if workers is None else workers
     if workers < 1:
         raise UserInputError(f"--workers must be >= 1 (got {workers})")
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
         raise UserInputError(f"--batch must be an integer >= 1 (got {batch!r})")
     check_sweep_dir(sweep_dir, name, force)
     client, cluster = (connect_scheduler(scheduler), None) if scheduler is not None else (None, None)
     try:
         try:
-            (sweep_dir / RUNS_DIR).mkdir(parents=True, exist_ok=True)
+            (sweep_dir / RUNS_DIR if run_dirs else sweep_dir).mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise UserInputError(f"{sweep_dir}: cannot create the sweep directory ({e.strerror})") from None
         with _exclusive(sweep_dir), Index(sweep_dir) as index:
             index.names()  # every row's run directory is one plain folder name, before anything is written
             _remove_stale_temp_files(sweep_dir)
+            remove_unnamed(sweep_dir, index.results_files())
             index.add((p.config_hash, p.name, p.index, p.axes, p.seed) for p in points)
             if spec_yaml is not None:
                 atomic_write_text(sweep_dir / SPEC_FILE, spec_yaml)
             todo = _select(points, index.statuses(), retry_failed, force)
-            recorder = _Recorder(sweep_dir, index, len(todo), progress)
+            recorder = _Recorder(sweep_dir, index, len(todo), progress, run_dirs)
             if progress is not None:
                 progress(0, 0, len(todo))
+            alone = plan_batches(todo, batch)
+            if chosen and client is None and len(alone) < MIN_BATCHES_PER_WORKER * workers:
+                workers = 1  # too few batches to share out: a cluster's start-up would cost more than it saves
             if todo and client is None and workers == 1:
-                _run_in_process(plan_batches(todo, batch), recorder, save_params)
+                _run_in_process(alone, recorder, save_params)
             elif todo:
                 if client is None:
                     client, cluster = open_local_cluster(min(workers, len(todo)))
                 batches = plan_batches(todo, batch, max(2, len(client.nthreads())))
-                run_on_dask(client, batches, recorder, _failed_result, save_params)
+                run_on_dask(client, batches, recorder, _failed_result, save_params, encode=not run_dirs)
     finally:
         if client is not None:
             close_client(client, cluster)
@@ -294,7 +380,8 @@ def run_sweep(
     retry_failed: bool = False,
     force: bool = False,
     progress: ProgressFn | None = None,
-    batch: int = DEFAULT_BATCH,
+    batch: int | None = DEFAULT_BATCH,
+    run_dirs: bool = False,
 ) -> pd.DataFrame:
     """Run a sweep spec (a YAML path, a mapping, or a loaded ``Sweep``) into ``out`` (default
     ``sweeps/<name>``) and return its rows of the index, in spec order.
@@ -302,12 +389,15 @@ def run_sweep(
     ``workers``: Dask worker processes on this machine (default: one per core; 1 runs in this
     process without Dask); ``scheduler``: address of an existing Dask scheduler instead.
     Runs with a finished row are skipped; ``retry_failed`` reruns failed ones, ``force`` all.
-    ``batch``: at most this many compatible runs trained together per worker task (1: one by one)."""
+    ``batch``: at most this many compatible runs trained together per worker task (1: one by one; None, the
+    default: sized by memory, ``auto_batch``).
+    ``run_dirs``: write each run's directory under ``runs/`` (as ``lipschitz-icl run`` does) instead of one
+    results file per batch under ``results/`` (read either back with ``load_runs`` or ``load_metrics``)."""
     sweep = spec if isinstance(spec, Sweep) else load_sweep(spec)
     out = Path(out) if out is not None else Path("sweeps") / sweep.name
     return execute_points(sweep.points, out, workers, scheduler, retry_failed, force, progress,
                           spec_yaml=sweep.resolved_yaml(), name=sweep.name, save_params=sweep.spec.params,
-                          batch=batch)
+                          batch=batch, run_dirs=run_dirs)
 
 
 def run_configs(
@@ -319,7 +409,8 @@ def run_configs(
     force: bool = False,
     progress: ProgressFn | None = None,
     labels: Sequence[dict[str, Any]] | None = None,
-    batch: int = DEFAULT_BATCH,
+    batch: int | None = DEFAULT_BATCH,
+    run_dirs: bool = False,
 ) -> pd.DataFrame:
     """Run a list of configs as a sweep in ``out`` (no spec file) and return their index rows in
     the order given (configs with equal hashes share one row). ``labels``: optional per-config
@@ -337,4 +428,5 @@ def run_configs(
         seen.add(h)
         axes = dict(labels[i]) if labels is not None else {}
         points.append(Point.of(len(points), axes, cfg))
-    return execute_points(points, out, workers, scheduler, retry_failed, force, progress, batch=batch)
+    return execute_points(points, out, workers, scheduler, retry_failed, force, progress, batch=batch,
+                          run_dirs=run_dirs)

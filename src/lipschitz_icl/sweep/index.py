@@ -60,6 +60,10 @@ SUMMARY_KEYS = {k: k for k in ["seed", "steps", "final_loss", "final_test_error"
 
 RUN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,254}")  # one plain folder name: no separator, never '..'
 CURRENT_TABLE = "current"  # the config hashes of the spec (or list of configs) run last into the folder
+# where each finished run's results are: its batch file under results/ (null: its run directory), its resolved
+# config and its summary (JSON text); written with the run's row of ``runs``, in the same transaction
+STORED_TABLE = "stored"
+STORED_COLUMNS = "config_hash TEXT PRIMARY KEY, results TEXT, config TEXT NOT NULL, summary TEXT NOT NULL"
 
 
 def check_run_names(names: Iterable[str], path: Path) -> None:
@@ -102,6 +106,7 @@ class Index:
             self.db.execute("BEGIN IMMEDIATE")
             self.db.execute(f"CREATE TABLE IF NOT EXISTS runs ({cols})")
             self.db.execute(f"CREATE TABLE IF NOT EXISTS {CURRENT_TABLE} (config_hash TEXT PRIMARY KEY)")
+            self.db.execute(f"CREATE TABLE IF NOT EXISTS {STORED_TABLE} ({STORED_COLUMNS})")
             self.db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         found = [row[1] for row in self.db.execute("PRAGMA table_info(runs)")]
         if found != NAMES:
@@ -150,20 +155,37 @@ class Index:
 
     def record(self, config_hash: str, summary: dict[str, Any], elapsed_s: float | None) -> None:
         """Store a finished (or failed) run's summary numbers, in one transaction."""
-        values = {col: _clean(summary.get(key)) for key, col in SUMMARY_KEYS.items()}
-        values.update(
-            status=summary.get("status", "failed"),
-            error=summary.get("error"),
-            elapsed_s=None if elapsed_s is None else round(elapsed_s, 4),
-            finished_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        )
-        sets = ", ".join(f"{k}=?" for k in values)
+        self.record_batch([(config_hash, summary, elapsed_s, None)])
+
+    def record_batch(self, rows: list[tuple[str, dict[str, Any], float | None, StoredRun | None]]) -> None:
+        """Store the results of a batch of runs, in one transaction: each row (hash, summary, elapsed_s,
+        stored) sets the run's summary numbers and, where ``stored`` = (results file or None, config JSON,
+        summary JSON) is given, where its results are."""
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        updates, stored = [], []
+        for config_hash, summary, elapsed_s, where in rows:
+            values = {col: _clean(summary.get(key)) for key, col in SUMMARY_KEYS.items()}
+            values.update(status=summary.get("status", "failed"), error=summary.get("error"),
+                          elapsed_s=None if elapsed_s is None else round(elapsed_s, 4), finished_at=now)
+            updates.append([*values.values(), config_hash])
+            if where is not None:
+                stored.append((config_hash, *where))
+        sets = ", ".join(f"{k}=?" for k in [*SUMMARY_KEYS.values(), "status", "error", "elapsed_s", "finished_at"])
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
-            self.db.execute(f"UPDATE runs SET {sets} WHERE config_hash=?", [*values.values(), config_hash])
+            self.db.executemany(f"UPDATE runs SET {sets} WHERE config_hash=?", updates)
+            self.db.executemany(f"DELETE FROM {STORED_TABLE} WHERE config_hash=?", [(h,) for h, *_ in rows])
+            self.db.executemany(f"INSERT INTO {STORED_TABLE} VALUES (?, ?, ?, ?)", stored)
+
+    def results_files(self) -> set[str]:
+        """The batch files some row names."""
+        return {r for (r,) in self.db.execute(f"SELECT DISTINCT results FROM {STORED_TABLE}") if r}
 
 
-def _read_runs(path: Path, current_only: bool = False) -> pd.DataFrame:
+StoredRun = tuple[str | None, str, str]  # (results file under results/ or None, config JSON, summary JSON)
+
+
+def _read_runs(path: Path, current_only: bool = False, stored: str = "results") -> pd.DataFrame:
     """The ``runs`` table. Where the folder and file are writable it is opened plainly and only
     read (SQLite then removes its ``-wal``/``-shm`` files on close, which ``mode=ro`` would leave
     behind). A read-only copy (a read-only folder, file or file system) cannot hold the ``-shm``
@@ -179,12 +201,21 @@ def _read_runs(path: Path, current_only: bool = False) -> pd.DataFrame:
             last = e
             continue
         try:
-            return pd.read_sql_query(_runs_query(db, current_only), db)
+            frame = pd.read_sql_query(_runs_query(db, current_only), db)
+            return frame.merge(_stored(db, stored), on="config_hash", how="left", validate="one_to_one")
         except (sqlite3.DatabaseError, pd.errors.DatabaseError) as e:
             last = e
         finally:
             db.close()
     raise UserInputError(f"{path}: cannot be read as a sweep index ({one_line_error(last or ValueError())})")
+
+
+def _stored(db: sqlite3.Connection, columns: str) -> pd.DataFrame:
+    """``columns`` of the ``stored`` table (none in an index made before it existed)."""
+    names = ["config_hash", *columns.split(", ")]
+    if not db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (STORED_TABLE,)).fetchone():
+        return pd.DataFrame({n: pd.Series(dtype=object) for n in names})
+    return pd.read_sql_query(f"SELECT {', '.join(names)} FROM {STORED_TABLE}", db)
 
 
 def _runs_query(db: sqlite3.Connection, current_only: bool) -> str:
@@ -194,20 +225,26 @@ def _runs_query(db: sqlite3.Connection, current_only: bool) -> str:
     return f"SELECT * FROM runs{where} ORDER BY point, name"
 
 
-def load_index(sweep_dir: str | Path, expand_axes: bool = True, current_only: bool = False) -> pd.DataFrame:
+def load_index(sweep_dir: str | Path, expand_axes: bool = True, current_only: bool = False,
+               stored_json: bool = False) -> pd.DataFrame:
     """The index of a sweep directory as a DataFrame, one row per run in spec order (``current_only``: only
     the runs of the spec run last into the folder, not those of an earlier, larger spec).
 
-    Adds ``run_dir`` (the run's directory) and, with ``expand_axes``, one column per axis key
-    (e.g. ``task.L``, ``seed``) read from the ``axes`` JSON."""
+    Adds ``results`` (the batch file under results/ that holds the run's metrics; None for a run in its
+    own directory), ``run_dir`` (that directory; None for a run stored by batch) and, with ``expand_axes``,
+    one column per axis key (e.g. ``task.L``, ``seed``) read from the ``axes`` JSON. ``stored_json``: also
+    ``config`` and ``summary``, each finished run's resolved config and summary as JSON text."""
     path = Path(sweep_dir) / INDEX_FILE
     if not path.is_file():
         raise UserInputError(f"{sweep_dir}: not a sweep directory (no {INDEX_FILE})")
-    frame = _read_runs(path, current_only)
-    if list(frame.columns) != NAMES:
+    frame = _read_runs(path, current_only, "results, config, summary" if stored_json else "results")
+    if list(frame.columns)[: len(NAMES)] != NAMES:
         raise UserInputError(f"{path}: not a sweep index of this version (columns {', '.join(frame.columns)[:120]})")
     check_run_names(frame["name"], path)
-    frame["run_dir"] = [str(Path(sweep_dir) / RUNS_DIR / n) for n in frame["name"]]
+    results = [r if isinstance(r, str) else None for r in frame["results"]]
+    frame["results"] = pd.Series(results, index=frame.index, dtype=object)  # None, never NaN: a missing file
+    frame["run_dir"] = pd.Series([None if r else str(Path(sweep_dir) / RUNS_DIR / n) for n, r in
+                                  zip(frame["name"], results, strict=True)], index=frame.index, dtype=object)
     try:
         for col in ("seed", "steps", "T_1", "T_eps", "point"):
             frame[col] = frame[col].astype("Int64")

@@ -20,6 +20,7 @@ x in linspace(a, b, n), as in numpy.
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import math
 import re
@@ -42,6 +43,7 @@ from ..config import (
     read_yaml,
     validate_config,
 )
+from ..engines import batchable
 from ..errors import ConfigError, UserInputError
 from ..store import safe_name
 
@@ -159,6 +161,7 @@ class Point:
     name: str
     seed: int
     make_config: Callable[[], Config] = field(repr=False)
+    group: tuple = field(default=(), repr=False)  # ``batch_group`` of its config, found when it was validated
 
     @property
     def config(self) -> Config:
@@ -167,7 +170,18 @@ class Point:
     @classmethod
     def of(cls, index: int, axes: dict[str, Any], cfg: Config) -> Point:
         """A point made from a config already in hand."""
-        return cls(index, axes, cfg.config_hash(), run_name(axes, cfg), cfg.seed, lambda: cfg)
+        return cls(index, axes, cfg.config_hash(), run_name(axes, cfg), cfg.seed, lambda: cfg, batch_group(cfg))
+
+
+def batch_group(cfg: Config) -> tuple:
+    """Which points may share a batch, from the config alone (the driver builds no problem): the
+    shape-defining settings of ``Engine.batch_key``; ``("alone",)`` for a point that cannot be batched.
+    Points of one group whose engines still differ (Sigma diagonal or not, say) are split again by
+    ``batch.plan_groups`` on the worker."""
+    if not batchable(cfg):
+        return ("alone",)
+    e, f = cfg.engine, cfg.features
+    return (e.kind, e.model_dump_json(), f.kind, f.K, cfg.task.kind, cfg.task.label_noise > 0, cfg.train.optimizer)
 
 
 @dataclass
@@ -201,7 +215,19 @@ def _spec_error(err: ValidationError) -> ConfigError:
 
 
 def _yaml_value(where: str, value: Any) -> str:
-    """A value as YAML text that ``apply_overrides`` reads back unchanged (``where``: its field)."""
+    """A value as YAML text that ``apply_overrides`` reads back unchanged (``where``: its field); numbers,
+    booleans and text remembered (an axis value recurs at every point of the other axes)."""
+    if isinstance(value, int | float | str | bool) and value is not None:
+        return _scalar_yaml(where, type(value), value)
+    return _yaml_text(where, value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _scalar_yaml(where: str, kind: type, value: Any) -> str:  # noqa: ARG001 - kind: 1 and 1.0 and True differ
+    return _yaml_text(where, value)
+
+
+def _yaml_text(where: str, value: Any) -> str:
     if isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(where, f"must be a finite number (got {value!r})")
     text = yaml.safe_dump(value, default_flow_style=True, width=1 << 30).strip()
@@ -299,14 +325,17 @@ def expand(spec: SweepSpec, base: dict[str, Any], feature_files: FeatureFiles | 
     files: FeatureFiles = {} if feature_files is None else feature_files
     points: list[Point] = []
     hashes: set[str] = set()
+    groups: dict[tuple, tuple] = {}
     for axes in iter_axes(spec, base, files):
         cfg = _point_config(spec, base, axes, files)
         h = cfg.config_hash()
         if h in hashes:
             continue
         hashes.add(h)
+        key = batch_group(cfg)
+        group = groups.setdefault(key, key)  # one tuple per group, shared by its points
         points.append(Point(len(points), axes, h, run_name(axes, cfg), cfg.seed,
-                            lambda axes=axes: _point_config(spec, base, axes, files)))
+                            lambda axes=axes: _point_config(spec, base, axes, files), group))
     return points
 
 

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from collections.abc import Callable
@@ -15,32 +16,56 @@ from ..api import Run, versions
 from ..api import run as run_api
 from ..batch import run_many
 from ..config import Config, validate_config
-from ..recorder import SCHEMA, metrics_table
-from ..store import parquet_bytes
+from ..recorder import SCHEMA
+from ..train_batch import StepFn
+from .results import Encoded, encode_batch
 
 
 def failed_summary(data: dict[str, Any], error: str) -> dict[str, Any]:
     return {"status": "failed", "error": error, "seed": data.get("seed"), "versions": versions()}
 
 
-def execute_config(data: dict[str, Any], save_params: bool = True) -> dict[str, Any]:
-    """Run one config (a plain mapping, validated here so plugins are imported in the worker).
+ConfigData = dict[str, Any] | str | Config  # a config as a mapping, as JSON text, or validated
 
-    Returns ``{"summary": dict, "metrics": parquet bytes, "params": state dict or None,
+
+def as_config(data: ConfigData) -> Config:
+    """A validated config from a mapping or JSON text (validated here, so that plugins are imported in the
+    worker); a Config (in the driver's process) as it is."""
+    if isinstance(data, Config):
+        return data
+    return validate_config(json.loads(data) if isinstance(data, str) else data)
+
+
+def _mapping(data: ConfigData) -> dict[str, Any]:
+    if isinstance(data, Config):
+        return data.model_dump(mode="json")
+    try:
+        loaded = json.loads(data) if isinstance(data, str) else data
+    except ValueError:
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def execute_config(data: ConfigData, save_params: bool = True) -> dict[str, Any]:
+    """Run one config (a mapping or JSON text, validated here so plugins are imported in the worker).
+
+    Returns ``{"summary": dict, "metrics": Arrow table (``recorder.SCHEMA``), "params": state dict or None,
     "elapsed_s": float}``; an error anywhere becomes a ``failed`` summary with its text, never
     an exception. ``params`` (the trained parameters, CPU tensors) is None when not wanted."""
     start = time.perf_counter()
-    params = None
+    params, config = None, None
     try:
-        cfg = validate_config(data)
+        cfg = as_config(data)
         result = run_api(cfg, write=False)
-        summary, metrics = result.summary, parquet_bytes(metrics_table(result.metrics))
+        summary, metrics = result.summary, result.table()
+        config = cfg.model_dump_json()
         if save_params and result.params is not None:
             params = {k: v.detach().cpu() for k, v in result.params.items()}
     except Exception as e:  # noqa: BLE001 - recorded in the index, the sweep goes on
-        summary = failed_summary(data, f"{type(e).__name__}: {e}")
-        metrics = parquet_bytes(SCHEMA.empty_table())
-    return {"summary": summary, "metrics": metrics, "params": params, "elapsed_s": time.perf_counter() - start}
+        summary = failed_summary(_mapping(data), f"{type(e).__name__}: {e}")
+        metrics = SCHEMA.empty_table()
+    return {"summary": summary, "metrics": metrics, "params": params, "elapsed_s": time.perf_counter() - start,
+            "config": config}
 
 
 BatchResultFn = Callable[[int, dict[str, Any]], None]  # (position in the batch, result) as each run stops
@@ -50,11 +75,12 @@ def _encode(run: Run, save_params: bool, elapsed_s: float) -> dict[str, Any]:
     params = None
     if save_params and run.params is not None:
         params = {k: v.detach().cpu() for k, v in run.params.items()}
-    return {"summary": run.summary, "metrics": parquet_bytes(metrics_table(run.metrics)), "params": params,
-            "elapsed_s": elapsed_s}
+    return {"summary": run.summary, "metrics": run.table(), "params": params, "elapsed_s": elapsed_s,
+            "config": run.config.model_dump_json()}
 
 
-def execute_batch(datas: list[dict[str, Any]], on_result: BatchResultFn, save_params: bool = True) -> None:
+def execute_batch(datas: list[ConfigData], on_result: BatchResultFn, save_params: bool = True,
+                  on_step: StepFn | None = None) -> None:
     """Run a batch of configs (plain mappings) with ``batch.run_many`` and hand each result to
     ``on_result(position, result)`` the moment its run stops, in the form ``execute_config`` returns.
 
@@ -75,25 +101,42 @@ def execute_batch(datas: list[dict[str, Any]], on_result: BatchResultFn, save_pa
     valid: list[tuple[int, Config]] = []
     for pos, data in enumerate(datas):
         try:
-            valid.append((pos, validate_config(data)))
+            valid.append((pos, as_config(data)))
         except Exception:  # noqa: BLE001 - recorded in the index, the sweep goes on
             report(pos, execute_config(data, save_params))  # the same failed result as alone
     try:
-        run_many([cfg for _, cfg in valid], on_run=lambda i, run: report(valid[i][0], _encode(run, save_params, 0.0)))
+        run_many([cfg for _, cfg in valid], on_run=lambda i, run: report(valid[i][0], _encode(run, save_params, 0.0)),
+                 on_step=on_step)
     except Exception:  # noqa: BLE001 - one config broke the batch's set-up: the rest one by one
         for pos, _ in valid:
             if pos not in reported:
                 report(pos, execute_config(datas[pos], save_params))
 
 
-def run_batch_task(datas: list[dict[str, Any]], save_params: bool = True) -> list[tuple[int, dict[str, Any]]]:
-    """A batch of sweep points on a worker (single-threaded torch): ``(position, result)`` pairs,
-    in the order the runs stopped."""
+def run_batch_task(datas: list[ConfigData], save_params: bool = True, hashes: list[str] | None = None
+                   ) -> tuple[list[tuple[int, dict[str, Any]]], Encoded | None]:
+    """A batch of sweep points on a worker (single-threaded torch): ``(position, result)`` pairs, in the
+    order the runs stopped, and with ``hashes`` (the points' config hashes) the batch's metrics and params
+    encoded as one results file (``results.encode_batch``; the results then carry neither), so that the
+    driver only writes bytes."""
     if torch.get_num_threads() != 1:
         torch.set_num_threads(1)
     results: list[tuple[int, dict[str, Any]]] = []
     execute_batch(datas, lambda pos, result: results.append((pos, result)), save_params)
-    return results
+    if hashes is None:
+        return results, None
+    encoded = encode_results([r for _, r in results], [hashes[pos] for pos, _ in results])
+    for _, result in results:
+        result["metrics"] = result["params"] = None
+    return results, encoded
+
+
+def encode_results(results: list[dict[str, Any]], hashes: list[str]) -> Encoded:
+    """``encode_batch`` of results (``execute_config``'s form), the run of config ``hashes[i]`` in ``results[i]``."""
+    tables = {h: r["metrics"] if r["metrics"] is not None else SCHEMA.empty_table()
+              for h, r in zip(hashes, results, strict=True)}
+    params = {h: r["params"] for h, r in zip(hashes, results, strict=True) if r.get("params") is not None}
+    return encode_batch(tables, params)
 
 
 def ignore_sigint() -> None:

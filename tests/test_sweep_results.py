@@ -1,0 +1,115 @@
+"""Results stored by batch: files the index does not name, damaged files, a kill between a batch's file and
+its index rows, folders of both layouts, and the defaults (batch size by memory, no cluster for a small sweep)."""
+
+import sqlite3
+
+import pandas as pd
+import pytest
+
+import lipschitz_icl as li
+from lipschitz_icl.errors import UserInputError
+from lipschitz_icl.recorder import SCHEMA
+from lipschitz_icl.sweep import execute, load_index, load_metrics, load_runs, run_sweep
+from lipschitz_icl.sweep.results import RESULTS_DIR, ResultReader, encode_batch
+
+TINY = {"train": {"steps": 8, "log_every": 4}, "engine": {"draws": 8}, "eval": {"functions": 8}}
+
+
+def spec(**axes) -> dict:
+    return {"name": "r", "base": TINY, **axes}
+
+
+def test_files_no_row_names_are_removed_and_other_files_kept(tmp_path):
+    run_sweep(spec(grid={"task.L": [1, 2]}), tmp_path, workers=1)
+    folder = tmp_path / RESULTS_DIR
+    stray = folder / ("b" + "0" * 24 + ".parquet")
+    stray.write_bytes(b"left by a killed sweep")
+    (folder / ("b" + "0" * 24 + ".params.pt")).write_bytes(b"x")
+    (folder / (".b" + "1" * 24 + ".parquet.abc123.tmp")).write_bytes(b"half")
+    (folder / "notes.txt").write_text("mine")
+    run_sweep(spec(grid={"task.L": [1, 2, 3]}), tmp_path, workers=1)
+    names = sorted(p.name for p in folder.iterdir())
+    rows = load_index(tmp_path)
+    assert "notes.txt" in names and not stray.exists() and not any(n.endswith(".tmp") for n in names)
+    assert {n for n in names if n.endswith(".parquet")} == set(rows["results"])
+
+
+def test_a_damaged_results_file_is_exit_2_naming_it(tmp_path):
+    rows = run_sweep(spec(grid={"task.L": [1, 2]}), tmp_path, workers=1)
+    path = tmp_path / RESULTS_DIR / rows.results[0]
+    data = bytearray(path.read_bytes())
+    data[len(data) // 3: len(data) // 3 + 64] = bytes(64)  # a zeroed block inside the pages
+    path.write_bytes(bytes(data))
+    with pytest.raises(UserInputError, match=rows.results[0]):
+        load_metrics(tmp_path)
+    path.unlink()
+    with pytest.raises(UserInputError, match="missing"):
+        load_runs(tmp_path)
+    assert len(load_index(tmp_path)) == 2  # the index itself still reads
+
+
+def test_a_kill_between_a_batch_file_and_its_rows_trains_the_runs_again(tmp_path):
+    reference = run_sweep(spec(grid={"task.L": [1, 2]}, seeds=2), tmp_path / "ref", workers=1)
+    out = tmp_path / "killed"
+    run_sweep(spec(grid={"task.L": [1, 2]}, seeds=2), out, workers=1)
+    db = sqlite3.connect(out / "index.sqlite")  # the file was written, the transaction never happened
+    with db:
+        db.execute("DELETE FROM stored")
+        db.execute("UPDATE runs SET status='pending', steps=NULL, final_loss=NULL")
+    db.close()
+    resumed = run_sweep(spec(grid={"task.L": [1, 2]}, seeds=2), out, workers=1)
+    timing = ["wall_s", "elapsed_s", "finished_at"]
+    pd.testing.assert_frame_equal(resumed.drop(columns=timing + ["run_dir"]),
+                                  reference.drop(columns=timing + ["run_dir"]))
+    pd.testing.assert_frame_equal(load_metrics(out), load_metrics(tmp_path / "ref"))
+
+
+def test_a_folder_of_both_layouts_reads_every_run(tmp_path):
+    run_sweep(spec(grid={"task.L": [1]}), tmp_path, workers=1, run_dirs=True)
+    rows = run_sweep(spec(grid={"task.L": [1, 2]}), tmp_path, workers=1)
+    assert rows["run_dir"].notna().tolist() == [True, False] and rows["results"].notna().tolist() == [False, True]
+    runs = load_runs(tmp_path)
+    assert [r.config.task.L for r in runs] == [1, 2] and runs[0].dir is not None and runs[1].dir is None
+    assert sorted(load_metrics(tmp_path)["name"].unique()) == sorted(rows["name"])
+    alone = li.run(runs[1].config, write=False)
+    pd.testing.assert_frame_equal(runs[1].metrics, alone.metrics)
+
+
+def test_the_default_batch_is_sized_by_the_recorded_metrics():
+    small = li.load_config(None, ["train.steps=300"])
+    heavy = li.load_config(None, ["train.steps=100000", "train.log_every=1"])
+    assert execute.auto_batch(small) == execute.MAX_BATCH
+    assert 8 <= execute.auto_batch(heavy) < execute.MAX_BATCH
+    K = heavy.features.K
+    rows = (heavy.train.steps // heavy.train.log_every + 2) * (2 * K * K + 16)
+    assert execute.auto_batch(heavy) * rows * 40 <= execute.BATCH_MEMORY or execute.auto_batch(heavy) == 8
+
+
+def test_a_small_sweep_starts_no_cluster_by_default(tmp_path, monkeypatch):
+    def no_cluster(*_a, **_k):
+        raise AssertionError("a cluster was started for a sweep of one batch")
+
+    monkeypatch.setattr(execute, "open_local_cluster", no_cluster)
+    rows = run_sweep(spec(grid={"task.L": [1, 2]}, seeds=2), tmp_path, workers=None)
+    assert set(rows["status"]) <= {"budget", "converged"}
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "nan"])
+def test_a_bad_flush_interval_is_one_line(tmp_path, monkeypatch, value):
+    monkeypatch.setenv("LIPSCHITZ_ICL_FLUSH_S", value)
+    with pytest.raises(UserInputError, match="LIPSCHITZ_ICL_FLUSH_S") as err:
+        run_sweep(spec(grid={"task.L": [1]}), tmp_path, workers=1)
+    assert "\n" not in str(err.value)
+
+
+def test_a_batch_with_runs_that_recorded_nothing_reads_back_checked(tmp_path):
+    # a failed run has no metrics: the file's dictionary keeps only the runs with rows, and its checksum holds
+    run = li.run(None, ["train.steps=5"], write=False)
+    tables = {"a" * 16: run.table(), "b" * 16: SCHEMA.empty_table(), "c" * 16: run.table().slice(0, 7)}
+    name, data, _ = encode_batch(tables, {})
+    (tmp_path / RESULTS_DIR).mkdir()
+    (tmp_path / RESULTS_DIR / name).write_bytes(data)
+    reader = ResultReader(tmp_path)
+    assert reader.metrics(name, "a" * 16).equals(run.table())
+    assert reader.metrics(name, "b" * 16).num_rows == 0
+    assert reader.metrics(name, "c" * 16).equals(run.table().slice(0, 7))
