@@ -68,8 +68,10 @@ def run_command(
 ) -> None:
     """Run every point of SPEC that has no finished row in the sweep directory's index.
 
-    Writes DIR/sweep.yaml (the spec, base inlined), DIR/runs/<name>/ (one run directory each) and DIR/index.sqlite
-    (one row per run). Run it again to resume after a crash, Ctrl-C or kill.
+    Writes DIR/sweep.yaml (the spec, base inlined), DIR/results/ (one results file per batch; --run-dirs:
+    DIR/runs/<name>/, one run directory each) and DIR/index.sqlite (one row per run). Run it again to resume
+    after a crash, Ctrl-C or kill. Read the results back with `sweep table`, or in Python with
+    lipschitz_icl.sweep.load_metrics / load_runs.
 
     Exit code 0 when every run finished, 1 if some failed (recorded, see `sweep status`), 130 if interrupted,
     2 for bad input.

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...sweep import load_sweep, run_sweep
+from ...sweep import load_metrics, load_sweep, run_sweep
 from ..common import REPO_ROOT
 from ..registry import Size, Target, register
 from .batched import CUDA_WHY
 
-TIMING = ["wall_s", "elapsed_s", "finished_at", "run_dir"]  # the columns that may differ between two sweeps
+TIMING = ["wall_s", "elapsed_s", "finished_at", "run_dir", "results"]  # the columns that may differ between two sweeps
 
 
 def _spec(size: Size) -> dict:
@@ -28,13 +28,10 @@ def _spec(size: Size) -> dict:
 
 
 def _same_results(a: Path, b: Path, rows_a: pd.DataFrame, rows_b: pd.DataFrame) -> bool:
-    """Equal index rows (timing columns aside) and bit-identical metrics.parquet in every run."""
+    """Equal index rows (timing and storage columns aside) and bit-identical metrics of every run."""
     if not rows_a.drop(columns=TIMING).equals(rows_b.drop(columns=TIMING)):
         return False
-    def metrics(root: Path, name: str) -> pd.DataFrame:
-        return pd.read_parquet(root / "runs" / name / "metrics.parquet")
-
-    return all(metrics(a, n).equals(metrics(b, n)) for n in rows_a["name"])
+    return load_metrics(a).equals(load_metrics(b))
 
 
 @register("sweep_batched", "(h) the L sweep through `sweep --workers 1`, batched vs --batch 1", order=4.5)
@@ -54,7 +51,7 @@ def sweep_batched(size: Size) -> dict:
     row = {"runs": len(rows["unbatched"]), "total steps": int(rows["unbatched"]["steps"].sum()),
            "longest run (steps)": int(rows["unbatched"]["steps"].max()), "--batch 1 s": times["unbatched"],
            "--batch 32 s (mean of 2)": t_batched, "speedup": speedup, "identical index and metrics": identical}
-    why = "bounded by total steps / longest run and by writing 30 run directories" if speedup < 4 else ""
+    why = "bounded by total steps / longest run" if speedup < 4 else ""
     return {
         "rows": [row],
         "targets": [
