@@ -20,12 +20,10 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..errors import UserInputError
+from .local import OnResult
 from .spec import Point
 from .worker import ignore_sigint, run_batch_task
 
-# the results of a batch, stored together; with their metrics and params already encoded as a results file
-# (``results.encode_batch``) when the task was asked to (``encode``)
-OnResult = Callable[..., None]
 FailedResult = Callable[[Point, str], dict[str, Any]]
 CONNECT_TIMEOUT_S = 20.0  # a hard deadline for reaching a --scheduler, whatever answers there
 LOST_WORKER_S = 30.0  # a batch whose worker left is retried (then failed) if no other worker ends it by then

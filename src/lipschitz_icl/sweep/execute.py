@@ -13,8 +13,7 @@ import contextlib
 import itertools
 import json
 import os
-import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,26 +22,22 @@ import yaml
 
 from ..config import Config
 from ..errors import UserInputError
-from ..interrupts import deferred_signals, interrupt_latch
 from ..recorder import SCHEMA
 from ..store import SUMMARY_FILE, atomic_write_text, json_text, write_run_files
-from ..threads import single_threaded_torch
 from .dask_backend import close_client, connect_scheduler, open_local_cluster, run_on_dask
 from .index import FINISHED, INDEX_FILE, RUNS_DIR, Index, StoredRun, load_index
+from .local import run_in_process
 from .results import RESULTS_DIR, Encoded, remove_unnamed, write_batch
 from .spec import Point, Sweep, batch_group, load_sweep
-from .worker import encode_results, execute_batch, failed_summary
+from .worker import encode_results, failed_summary
 
 ProgressFn = Callable[[int, int, int], None]  # (done, failed, total) over the runs this call executes
-OnResult = Callable[[list[tuple[Point, dict[str, Any]]]], None]  # a batch's results
 SPEC_FILE = "sweep.yaml"
 LOCK_FILE = ".lock"
 DEFAULT_BATCH = None  # runs per batch (``--batch``); None: sized by memory (``auto_batch``)
 BATCH_MEMORY = 64 * 2**20  # bytes of recorded metrics a batch may hold before it is stored
 MAX_BATCH = 512
 MIN_BATCHES_PER_WORKER = 4  # default --workers: a cluster only for a sweep of at least this many batches per core
-FLUSH_S = 2.0  # in this process (--workers 1): runs that stopped are stored at least this often
-FLUSH_ENV = "LIPSCHITZ_ICL_FLUSH_S"  # overrides FLUSH_S (0: store each run the step after it stopped)
 
 
 def default_workers() -> int:
@@ -88,64 +83,6 @@ def plan_batches(todo: Sequence[Point], batch: int | None, workers: int = 1) -> 
         batches.extend(members[i : i + size] for i in range(0, len(members), size))
     first = {p.config_hash: n for n, p in enumerate(todo)}
     return sorted(batches, key=lambda b: first[b[0].config_hash])
-
-
-def _run_in_process(batches: Iterable[list[Point]], on_result: OnResult, save_params: bool) -> None:
-    """``--workers 1``: every batch in this process, one after the other, without Dask. Runs that stopped are
-    stored together at most FLUSH_S seconds after they stopped, at the end of each batch, and when Ctrl-C
-    stops it."""
-    every = _flush_every()
-    with single_threaded_torch(), interrupt_latch() as check_interrupt:  # same numbers as on the workers
-        for points in batches:
-            check_interrupt()  # a Ctrl-C that some library swallowed while the last batch was written
-            pending: list[tuple[Point, dict[str, Any]]] = []
-            statuses: list[str | None] = []
-            last = [time.monotonic()]
-
-            def stopped(pos: int, result: dict[str, Any], points: list[Point] = points,
-                        pending: list = pending, statuses: list = statuses) -> None:
-                pending.append((points[pos], result))
-                statuses.append(result["summary"].get("status"))
-
-            def tick(pending: list = pending, last: list = last, every: float = every) -> None:
-                if pending and time.monotonic() - last[0] >= every:
-                    _flush(on_result, pending)
-                    last[0] = time.monotonic()
-
-            try:
-                execute_batch([_in_process(p.config) for p in points], stopped, save_params, tick)
-            finally:
-                _flush(on_result, pending)
-            if "interrupted" in statuses:  # Ctrl-C inside the training loop
-                raise KeyboardInterrupt
-
-
-def _in_process(cfg: Config) -> Config | dict[str, Any]:
-    """What an in-process batch gets: the config itself (validated once already), or as a mapping validated
-    again where that checks something (a feature file's digest, against a file changed since the spec was read)."""
-    return cfg.model_dump(mode="json") if cfg.features.kind == "file" else cfg
-
-
-def _flush_every() -> float:
-    """FLUSH_S, or the seconds LIPSCHITZ_ICL_FLUSH_S gives (a number >= 0; anything else: one-line error)."""
-    text = os.environ.get(FLUSH_ENV)
-    if text is None:
-        return FLUSH_S
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value >= 0:
-        raise UserInputError(f"{FLUSH_ENV}={text!r}: expected seconds >= 0 (how often a sweep in this process "
-                             "stores the runs that stopped)")
-    return value
-
-
-def _flush(on_result: OnResult, pending: list[tuple[Point, dict[str, Any]]]) -> None:
-    """Store the pending results (Ctrl-C waits until they are) and empty the list."""
-    with deferred_signals():
-        on_result(list(pending))
-        pending.clear()
 
 
 # --------------------------------------------------------------------------- the driver
@@ -352,12 +289,13 @@ def execute_points(
             if chosen and client is None and len(alone) < MIN_BATCHES_PER_WORKER * workers:
                 workers = 1  # too few batches to share out: a cluster's start-up would cost more than it saves
             if todo and client is None and workers == 1:
-                _run_in_process(alone, recorder, save_params)
+                run_in_process(alone, recorder, save_params)
             elif todo:
                 if client is None:
                     client, cluster = open_local_cluster(min(workers, len(todo)))
                 batches = plan_batches(todo, batch, max(2, len(client.nthreads())))
                 run_on_dask(client, batches, recorder, _failed_result, save_params, encode=not run_dirs)
+            remove_unnamed(sweep_dir, index.results_files())  # files of runs trained again (--force, --retry-failed)
     finally:
         if client is not None:
             close_client(client, cluster)

@@ -1,0 +1,80 @@
+"""``--workers 1``: a sweep's batches trained in the driver's process, one after the other, without Dask;
+the runs that stopped are stored together every FLUSH_S seconds (``LIPSCHITZ_ICL_FLUSH_S``)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..config import Config
+from ..errors import UserInputError
+from ..interrupts import deferred_signals, interrupt_latch
+from ..threads import single_threaded_torch
+from .spec import Point
+from .worker import execute_batch
+
+# a batch's results, [(point, result)], stored together; on Dask also their metrics and params already encoded
+# as a results file (``results.encode_batch``) when the task was asked to
+OnResult = Callable[..., None]
+FLUSH_S = 2.0  # runs that stopped are stored at least this often
+FLUSH_ENV = "LIPSCHITZ_ICL_FLUSH_S"  # overrides FLUSH_S (0: store each run the step after it stopped)
+
+
+def run_in_process(batches: Iterable[list[Point]], on_result: OnResult, save_params: bool) -> None:
+    """``--workers 1``: every batch in this process, one after the other, without Dask. Runs that stopped are
+    stored together at most FLUSH_S seconds after they stopped, at the end of each batch, and when Ctrl-C
+    stops it."""
+    every = _flush_every()
+    with single_threaded_torch(), interrupt_latch() as check_interrupt:  # same numbers as on the workers
+        for points in batches:
+            check_interrupt()  # a Ctrl-C that some library swallowed while the last batch was written
+            pending: list[tuple[Point, dict[str, Any]]] = []
+            statuses: list[str | None] = []
+            last = [time.monotonic()]
+
+            def stopped(pos: int, result: dict[str, Any], points: list[Point] = points,
+                        pending: list = pending, statuses: list = statuses) -> None:
+                pending.append((points[pos], result))
+                statuses.append(result["summary"].get("status"))
+
+            def tick(pending: list = pending, last: list = last, every: float = every) -> None:
+                if pending and time.monotonic() - last[0] >= every:
+                    _flush(on_result, pending)
+                    last[0] = time.monotonic()
+
+            try:
+                execute_batch([_in_process(p.config) for p in points], stopped, save_params, tick)
+            finally:
+                _flush(on_result, pending)
+            if "interrupted" in statuses:  # Ctrl-C inside the training loop
+                raise KeyboardInterrupt
+
+
+def _in_process(cfg: Config) -> Config | dict[str, Any]:
+    """What an in-process batch gets: the config itself (validated once already), or as a mapping validated
+    again where that checks something (a feature file's digest, against a file changed since the spec was read)."""
+    return cfg.model_dump(mode="json") if cfg.features.kind == "file" else cfg
+
+
+def _flush_every() -> float:
+    """FLUSH_S, or the seconds LIPSCHITZ_ICL_FLUSH_S gives (a number >= 0; anything else: one-line error)."""
+    text = os.environ.get(FLUSH_ENV)
+    if text is None:
+        return FLUSH_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise UserInputError(f"{FLUSH_ENV}={text!r}: expected seconds >= 0 (how often a sweep in this process "
+                             "stores the runs that stopped)")
+    return value
+
+
+def _flush(on_result: OnResult, pending: list[tuple[Point, dict[str, Any]]]) -> None:
+    """Store the pending results (Ctrl-C waits until they are) and empty the list."""
+    with deferred_signals():
+        on_result(list(pending))
+        pending.clear()
