@@ -90,6 +90,21 @@ def test_the_checksum_takes_string_and_large_string_columns_alike():
     assert parquet_bytes(large)  # written, not refused
 
 
+def test_the_checksum_of_a_dictionary_column_is_that_of_its_values():
+    """A results file's config_hash column: the same values under another dictionary (order, duplicates, unused
+    entries, as a parquet file may hand it back) give the same digest; other values another."""
+    def digest(codes, dictionary):
+        return values_digest(pa.table({"h": pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()),
+                                                                          pa.array(dictionary))}))
+
+    same = digest([0, 0, 1, 1, 1, 0], ["a", "b"])
+    assert digest([1, 1, 0, 0, 0, 1], ["b", "a", "unused"]) == same
+    assert digest([0, 2, 1, 1, 1, 0], ["a", "b", "a"]) == same
+    assert digest([1, 1, 0, 0, 1, 1], ["b", "a"]) != same  # one value moved
+    assert digest([0, 0, 1, 1, 0, 0], ["a", "b"]) != same
+    assert digest([0, None, 1], ["a", "b"]) != digest([0, 1, 1], ["a", "b"])
+
+
 # --------------------------------------------------------------------------- L5: corrupt run files
 
 
