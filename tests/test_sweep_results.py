@@ -8,6 +8,7 @@ import pytest
 
 import lipschitz_icl as li
 from lipschitz_icl.errors import UserInputError
+from lipschitz_icl.plots.sweeps import sweep_frame
 from lipschitz_icl.recorder import SCHEMA
 from lipschitz_icl.sweep import execute, load_index, load_metrics, load_runs, run_sweep
 from lipschitz_icl.sweep.results import RESULTS_DIR, ResultReader, encode_batch
@@ -95,11 +96,34 @@ def test_a_small_sweep_starts_no_cluster_by_default(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("value", ["soon", "-1", "nan"])
-def test_a_bad_flush_interval_is_one_line(tmp_path, monkeypatch, value):
+def test_a_bad_flush_interval_is_one_line_before_anything_is_written(tmp_path, monkeypatch, value):
     monkeypatch.setenv("LIPSCHITZ_ICL_FLUSH_S", value)
-    with pytest.raises(UserInputError, match="LIPSCHITZ_ICL_FLUSH_S") as err:
-        run_sweep(spec(grid={"task.L": [1]}), tmp_path, workers=1)
-    assert "\n" not in str(err.value)
+    for workers in (1, 2):  # refused whatever runs the points
+        with pytest.raises(UserInputError, match="LIPSCHITZ_ICL_FLUSH_S") as err:
+            run_sweep(spec(grid={"task.L": [1]}), tmp_path / "s", workers=workers)
+        assert "\n" not in str(err.value) and not (tmp_path / "s").exists()
+    monkeypatch.setenv("LIPSCHITZ_ICL_FLUSH_S", " ")  # empty: the default
+    assert len(run_sweep(spec(grid={"task.L": [1]}), tmp_path / "s", workers=1)) == 1
+
+
+def test_a_damaged_params_file_is_refused_by_its_checksum(tmp_path):
+    rows = run_sweep(spec(grid={"task.L": [1, 2]}), tmp_path, workers=1)
+    path = tmp_path / RESULTS_DIR / rows.results[0].replace(".parquet", ".params.pt")
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2: len(data) // 2 + 64] = bytes(64)
+    path.write_bytes(bytes(data))
+    assert len(load_metrics(tmp_path)) > 0  # the metrics are intact
+    with pytest.raises(UserInputError, match="checksum") as err:
+        load_runs(tmp_path)
+    assert "--force" in str(err.value)
+
+
+def test_the_sweep_figures_take_a_load_index_table(tmp_path):
+    run_sweep(spec(grid={"task.L": [1, 2, 4]}), tmp_path, workers=1)
+    from_dir = sweep_frame(tmp_path)
+    pd.testing.assert_frame_equal(sweep_frame(load_index(tmp_path)), from_dir)
+    pd.testing.assert_frame_equal(sweep_frame(load_index(tmp_path, stored_json=True)), from_dir)
+    assert from_dir[["lr", "K", "eps", "delta"]].notna().all().all()
 
 
 def test_a_batch_with_runs_that_recorded_nothing_reads_back_checked(tmp_path):

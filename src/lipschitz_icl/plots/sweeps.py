@@ -37,19 +37,32 @@ def _summary_of(stored: object, run_dir: str | None) -> dict:
         return {}  # a failed or pending run may have no summary: its settings are unknown
 
 
+def _from_index(index: pd.DataFrame) -> pd.DataFrame:
+    """COLUMNS from an index table: eta, K, eps and delta from each run's summary (the ``summary`` column of
+    ``load_index(dir, stored_json=True)``, else its run directory's summary.json), the rest from the index."""
+    if "summary" not in index and index.attrs.get("sweep_dir"):  # a plain load_index table: its stored summaries
+        by_hash = load_index(index.attrs["sweep_dir"], stored_json=True).set_index("config_hash")["summary"]
+        index = index.assign(summary=index["config_hash"].map(by_hash))
+    stored = index["summary"] if "summary" in index else [None] * len(index)
+    dirs = index["run_dir"] if "run_dir" in index else [None] * len(index)
+    summaries = [_summary_of(j, d) for j, d in zip(stored, dirs, strict=True)]
+    frame = pd.DataFrame({col: [s.get(col) for s in summaries] for col in ("lr", "K", "eps", "delta")})
+    for col in ("L", "L_star", "Delta", "T_1", "T_eps", "status", "regime", "seed"):
+        frame[col] = index[col].to_numpy()
+    return frame
+
+
 def sweep_frame(source: SweepLike) -> pd.DataFrame:
     """One row per run with the columns the sweep figures use (COLUMNS) and ``L_over_Lstar``.
 
     ``source``: a sweep directory (its index.sqlite, with each run's summary for eta, K and eps, which
-    the index's runs table does not hold), a DataFrame already holding COLUMNS, or Runs."""
-    if isinstance(source, pd.DataFrame):
+    the index's runs table does not hold), its ``load_index`` table, a DataFrame already holding COLUMNS, or Runs."""
+    if isinstance(source, pd.DataFrame) and "config_hash" in source and not set(COLUMNS) <= set(source.columns):
+        frame = _from_index(source)  # a load_index table: the settings from each run's summary
+    elif isinstance(source, pd.DataFrame):
         frame = source.copy()
     elif isinstance(source, (str, Path)):
-        index = load_index(source, stored_json=True)
-        summaries = [_summary_of(j, d) for j, d in zip(index["summary"], index["run_dir"], strict=True)]
-        frame = pd.DataFrame({col: [s.get(col) for s in summaries] for col in ("lr", "K", "eps", "delta")})
-        for col in ("L", "L_star", "Delta", "T_1", "T_eps", "status", "regime", "seed"):
-            frame[col] = index[col].to_numpy()
+        frame = _from_index(load_index(source, stored_json=True))
     else:
         frame = pd.DataFrame([{col: r.summary.get(col) for col in COLUMNS} for r in as_runs(source)])
     missing = [c for c in COLUMNS if c not in frame.columns]

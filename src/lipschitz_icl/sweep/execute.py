@@ -26,7 +26,7 @@ from ..recorder import SCHEMA
 from ..store import SUMMARY_FILE, atomic_write_text, json_text, write_run_files
 from .dask_backend import close_client, connect_scheduler, open_local_cluster, run_on_dask
 from .index import FINISHED, INDEX_FILE, RUNS_DIR, Index, StoredRun, load_index
-from .local import run_in_process
+from .local import flush_every, run_in_process
 from .results import RESULTS_DIR, Encoded, remove_unnamed, write_batch
 from .spec import Point, Sweep, batch_group, load_sweep
 from .worker import encode_results, failed_summary
@@ -267,6 +267,7 @@ def execute_points(
         raise UserInputError(f"--workers must be >= 1 (got {workers})")
     if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
         raise UserInputError(f"--batch must be an integer >= 1 (got {batch!r})")
+    every = flush_every()  # a bad LIPSCHITZ_ICL_FLUSH_S is refused before anything is written
     check_sweep_dir(sweep_dir, name, force)
     client, cluster = (connect_scheduler(scheduler), None) if scheduler is not None else (None, None)
     try:
@@ -289,7 +290,7 @@ def execute_points(
             if chosen and client is None and len(alone) < MIN_BATCHES_PER_WORKER * workers:
                 workers = 1  # too few batches to share out: a cluster's start-up would cost more than it saves
             if todo and client is None and workers == 1:
-                run_in_process(alone, recorder, save_params)
+                run_in_process(alone, recorder, save_params, every)
             elif todo:
                 if client is None:
                     client, cluster = open_local_cluster(min(workers, len(todo)))

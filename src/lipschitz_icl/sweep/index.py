@@ -261,4 +261,5 @@ def load_index(sweep_dir: str | Path, expand_axes: bool = True, current_only: bo
             frame.insert(2 + pos, key, [a.get(key) for a in axes])
         keys += ["seed"] if any("seed" in a for a in axes) else []
     frame.attrs["axes"] = keys  # the axis columns, in spec order ("seed" last when it is an axis)
+    frame.attrs["sweep_dir"] = str(sweep_dir)  # where the rows came from (the plots read stored summaries there)
     return frame

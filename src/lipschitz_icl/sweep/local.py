@@ -22,11 +22,11 @@ FLUSH_S = 2.0  # runs that stopped are stored at least this often
 FLUSH_ENV = "LIPSCHITZ_ICL_FLUSH_S"  # overrides FLUSH_S (0: store each run the step after it stopped)
 
 
-def run_in_process(batches: Iterable[list[Point]], on_result: OnResult, save_params: bool) -> None:
+def run_in_process(batches: Iterable[list[Point]], on_result: OnResult, save_params: bool,
+                   every: float = FLUSH_S) -> None:
     """``--workers 1``: every batch in this process, one after the other, without Dask. Runs that stopped are
     stored together at most FLUSH_S seconds after they stopped, at the end of each batch, and when Ctrl-C
     stops it."""
-    every = _flush_every()
     with single_threaded_torch(), interrupt_latch() as check_interrupt:  # same numbers as on the workers
         for points in batches:
             check_interrupt()  # a Ctrl-C that some library swallowed while the last batch was written
@@ -58,10 +58,11 @@ def _in_process(cfg: Config) -> Config | dict[str, Any]:
     return cfg.model_dump(mode="json") if cfg.features.kind == "file" else cfg
 
 
-def _flush_every() -> float:
-    """FLUSH_S, or the seconds LIPSCHITZ_ICL_FLUSH_S gives (a number >= 0; anything else: one-line error)."""
-    text = os.environ.get(FLUSH_ENV)
-    if text is None:
+def flush_every() -> float:
+    """FLUSH_S, or the seconds LIPSCHITZ_ICL_FLUSH_S gives (a number >= 0; unset or empty: FLUSH_S; anything
+    else: a one-line error). Read before a sweep writes anything."""
+    text = os.environ.get(FLUSH_ENV, "").strip()
+    if not text:
         return FLUSH_S
     try:
         value = float(text)

@@ -13,6 +13,7 @@ Per-run directories (``runs/<name>/``) are written instead with ``--run-dirs``.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import re
 from collections.abc import Iterable
@@ -43,6 +44,9 @@ RESULTS_DIR = "results"
 PARAMS_SUFFIX = ".params.pt"
 KEY = "config_hash"  # the column that names each row's run
 KEY_TYPE = pa.dictionary(pa.int32(), pa.string())  # each run's hash once per file, a 4-byte code per row
+PARAMS_SHA256 = b"lipschitz_icl.params_sha256"  # the batch file's metadata: sha256 of its .params.pt's bytes
+REPAIR = ("; `lipschitz-icl sweep SPEC --out DIR --force` trains every run again (a resume trusts the index and "
+          "skips finished runs)")
 TABLE_SCHEMA = pa.schema([(KEY, KEY_TYPE), *SCHEMA])
 
 
@@ -67,7 +71,8 @@ def encode_batch(tables: dict[str, pa.Table], params: dict[str, dict[str, torch.
         table = table.add_column(0, pa.field(KEY, KEY_TYPE), pa.DictionaryArray.from_arrays(
             pa.array(codes), pa.array(list(held), pa.string())))
     saved = params_bytes(params) if params else None
-    return batch_file(tables), parquet_bytes(table.replace_schema_metadata(None)), saved
+    meta = {PARAMS_SHA256: hashlib.sha256(saved).hexdigest().encode()} if saved is not None else None
+    return batch_file(tables), parquet_bytes(table.replace_schema_metadata(meta)), saved
 
 
 def write_batch(sweep_dir: Path, encoded: Encoded) -> str:
@@ -103,12 +108,15 @@ class ResultReader:
     def __init__(self, sweep_dir: str | Path) -> None:
         self.folder = Path(sweep_dir) / RESULTS_DIR
         self._tables: dict[str, tuple[pa.Table, dict[str, tuple[int, int]]]] = {}
+        self._digests: dict[str, bytes | None] = {}  # the params digest each batch file records
         self._params: dict[str, dict] = {}
 
     def metrics(self, file: str, config_hash: str) -> pa.Table:
         """The run's rows of the batch file (recorder schema), checked as ``metrics.parquet`` is."""
         if file not in self._tables:
-            self._tables[file] = _runs_of(_read_batch(self.folder / file), self.folder / file)
+            table = _read_batch(self.folder / file)
+            self._digests[file] = (table.schema.metadata or {}).get(PARAMS_SHA256)
+            self._tables[file] = _runs_of(table, self.folder / file)
         table, rows = self._tables[file]
         start, length = rows.get(config_hash, (0, 0))
         return table.slice(start, length)
@@ -118,7 +126,8 @@ class ResultReader:
         if not path.is_file():
             return None
         if file not in self._params:
-            self._params[file] = _read_params(path)
+            self.metrics(file, config_hash)  # the batch file first: it holds the params file's digest
+            self._params[file] = _read_params(path, self._digests.get(file))
         return self._params[file].get(config_hash)
 
     def run(self, file: str | None, config: str, summary: str) -> Run:
@@ -148,16 +157,25 @@ def _runs_of(table: pa.Table, path: Path) -> tuple[pa.Table, dict[str, tuple[int
 
 def _read_batch(path: Path) -> pa.Table:
     if not path.is_file():
-        raise UserInputError(f"{path}: missing (the index names it; the sweep's results were moved or deleted)")
-    table = read_metrics_table(path.parent, path.name)
+        raise UserInputError(f"{path}: missing (the index names it; the sweep's results were moved or deleted)"
+                             + REPAIR)
+    try:
+        table = read_metrics_table(path.parent, path.name)
+    except UserInputError as e:
+        raise UserInputError(str(e) + REPAIR) from None
     if not table.schema.equals(TABLE_SCHEMA, check_metadata=False):
         raise UserInputError(f"{path}: not a sweep results table (columns {table.schema.names})")
     return table
 
 
-def _read_params(path: Path) -> dict[str, Any]:
+def _read_params(path: Path, digest: bytes | None) -> dict[str, Any]:
+    """A batch's .params.pt, checked against the digest its batch file recorded (files of this version)."""
+    raw = path.read_bytes()
+    if digest is not None and hashlib.sha256(raw).hexdigest().encode() != digest:
+        raise UserInputError(f"{path}: corrupt (its bytes differ from the checksum its results file recorded)"
+                             + REPAIR)
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 - a corrupt or hostile file is bad input
         raise UserInputError(f"{path}: cannot be read as saved parameters ({type(e).__name__})") from None
     if not isinstance(state, dict) or not all(isinstance(s, dict) and all(isinstance(v, torch.Tensor)
@@ -166,9 +184,9 @@ def _read_params(path: Path) -> dict[str, Any]:
     return state
 
 
-def load_runs(sweep_dir: str | Path, finished_only: bool = False, current_only: bool = True) -> list[Run]:
-    """The runs of a sweep as Runs, in spec order (those of the spec run last; ``current_only=False``:
-    every run in the folder): from the batch files or the run directories, whichever holds each.
+def load_runs(sweep_dir: str | Path, finished_only: bool = False, current_only: bool = False) -> list[Run]:
+    """The runs of a sweep as Runs, in spec order (every run in the folder, as ``load_index``;
+    ``current_only``: those of the spec run last): from the batch files or the run directories, whichever holds each.
     Runs not finished yet (pending, interrupted, failed) are left out with ``finished_only``; a pending
     run (nothing stored) always is."""
     rows = load_index(sweep_dir, current_only=current_only, stored_json=True)
@@ -188,9 +206,10 @@ def load_runs(sweep_dir: str | Path, finished_only: bool = False, current_only: 
     return runs
 
 
-def load_metrics(sweep_dir: str | Path, current_only: bool = True) -> pd.DataFrame:
+def load_metrics(sweep_dir: str | Path, current_only: bool = False) -> pd.DataFrame:
     """Every run's metrics as one tidy DataFrame (name, step, metric, k, n, value), ``name`` the run's
-    name in the index (join ``load_index`` on it for the axis values)."""
+    name in the index (join ``load_index`` on it for the axis values); every run in the folder, as
+    ``load_index`` (``current_only``: those of the spec run last)."""
     rows = load_index(sweep_dir, current_only=current_only)
     reader = ResultReader(sweep_dir)
     parts = []
