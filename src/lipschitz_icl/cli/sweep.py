@@ -55,7 +55,7 @@ SHOWN = ["name", "status", "steps", "final_loss", "min_attn", "T_1", "T_eps", "L
 def run_command(
     spec: Path = typer.Argument(..., help="Sweep spec (YAML): base config plus grid / zip / seeds axes."),
     workers: int = typer.Option(None, "--workers", "-w", help="Worker processes (default: one per core, except a "
-                                "sweep of fewer than 4 batches per core, which runs in this process; 1: no Dask)."),
+                                "sweep that is one batch, which runs in this process; 1: no Dask)."),
     scheduler: str = typer.Option(None, "--scheduler", help="Address of a running Dask scheduler (tcp://host:8786)."),
     out_dir: Path = typer.Option(None, "--out", "-o", help="Sweep directory (default: sweeps/<spec name>)."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Rerun runs whose row says failed."),

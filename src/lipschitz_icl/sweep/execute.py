@@ -37,7 +37,6 @@ LOCK_FILE = ".lock"
 DEFAULT_BATCH = None  # runs per batch (``--batch``); None: sized by memory (``auto_batch``)
 BATCH_MEMORY = 64 * 2**20  # bytes of recorded metrics a batch may hold before it is stored
 MAX_BATCH = 512
-MIN_BATCHES_PER_WORKER = 4  # default --workers: a cluster only for a sweep of at least this many batches per core
 
 
 def default_workers() -> int:
@@ -256,8 +255,8 @@ def execute_points(
     """Run the points that have no finished row in ``out``'s index; return their index rows.
 
     ``--workers 1`` (and no scheduler) runs points in this process; otherwise every point runs on
-    a Dask worker, never here. ``workers`` None: one per core, or this process for a sweep of fewer than
-    MIN_BATCHES_PER_WORKER batches per core (a local cluster takes ~3 s to start). Compatible points run
+    a Dask worker, never here. ``workers`` None: one per core, or this process for a sweep that is one
+    batch (a local cluster takes ~3 s to start, more than it saves such a sweep). Compatible points run
     ``batch`` at a time (``plan_batches``).
     A ``scheduler`` is reached before anything is written. Results are stored by batch (``results``), or
     with ``run_dirs`` in one directory per run."""
@@ -287,8 +286,8 @@ def execute_points(
             if progress is not None:
                 progress(0, 0, len(todo))
             alone = plan_batches(todo, batch)
-            if chosen and client is None and len(alone) < MIN_BATCHES_PER_WORKER * workers:
-                workers = 1  # too few batches to share out: a cluster's start-up would cost more than it saves
+            if chosen and client is None and len(alone) == 1:
+                workers = 1  # one batch: a cluster's start-up would cost more than it saves
             if todo and client is None and workers == 1:
                 run_in_process(alone, recorder, save_params, every)
             elif todo:

@@ -175,7 +175,8 @@ def _read_params(path: Path, digest: bytes | None) -> dict[str, Any]:
         raise UserInputError(f"{path}: corrupt (its bytes differ from the checksum its results file recorded)"
                              + REPAIR)
     try:
-        state = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
+        buffer = io.BytesIO(raw)
+        state = torch.load(buffer, map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 - a corrupt or hostile file is bad input
         raise UserInputError(f"{path}: cannot be read as saved parameters ({type(e).__name__})") from None
     if not isinstance(state, dict) or not all(isinstance(s, dict) and all(isinstance(v, torch.Tensor)
