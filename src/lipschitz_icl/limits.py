@@ -16,16 +16,25 @@ MAX_ENV = "LIPSCHITZ_ICL_MAX_ELEMENTS"
 DEFAULT_MAX_ELEMENTS = 2**29
 
 
+def env_number(name: str) -> tuple[str, float] | None:
+    """The environment variable ``name`` as (its text, its value as a number, NaN where it is not one);
+    None where it is unset or empty (the caller's default)."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return None
+    try:
+        return text, float(text)
+    except ValueError:
+        return text, math.nan
+
+
 def max_elements() -> int:
     """The element limit: ``$LIPSCHITZ_ICL_MAX_ELEMENTS`` (a positive whole number, such as 2000000000
     or 1e10) or, when unset or empty, 2**29."""
-    text = os.environ.get(MAX_ENV, "").strip()
-    if not text:
+    given = env_number(MAX_ENV)
+    if given is None:
         return DEFAULT_MAX_ELEMENTS
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
+    text, value = given
     if not (math.isfinite(value) and value >= 1 and value == math.floor(value)):
         raise ConfigError(MAX_ENV, f"{text[:40]!r} is not a positive whole number of tensor elements "
                                    f"(allowed: e.g. 2000000000 or 1e10; unset for the default {DEFAULT_MAX_ELEMENTS})")

@@ -104,12 +104,16 @@ def run_command(
             except SchedulerLost as e:
                 fail(f"--scheduler {scheduler}: {e}; the runs recorded are kept in {target}: run the same command "
                      "to resume", 1)
-    elapsed = time.perf_counter() - start
+    _report(sweep.name, rows, todo, time.perf_counter() - start, target)
+
+
+def _report(name: str, rows: pd.DataFrame, todo: int, elapsed: float, target: Path) -> None:
+    """The sweep's last lines: its runs by status, how many ran; exit 1 when some are recorded failed."""
     counts = rows["status"].value_counts().to_dict()
     shown = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     skipped = len(rows) - todo
     out.print(
-        f"sweep {escape(sweep.name)}: {len(rows)} runs ({escape(shown)}); ran {todo}, skipped {skipped} already done; "
+        f"sweep {escape(name)}: {len(rows)} runs ({escape(shown)}); ran {todo}, skipped {skipped} already done; "
         f"{elapsed:.1f} s. Results: {escape(str(target))}",
         highlight=False,
         soft_wrap=True,

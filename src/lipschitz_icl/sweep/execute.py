@@ -198,8 +198,10 @@ class _Recorder:
         summaries = [{**result["summary"], "config_hash": point.config_hash} for point, result in batch]
         elapsed = [result["elapsed_s"] for _, result in batch]
         if self.run_dirs:
-            stored = [self._write_dir(point, result, summary, i, elapsed)
-                      for i, ((point, result), summary) in enumerate(zip(batch, summaries, strict=True))]
+            written = [self._write_dir(point, result, summary) for (point, result), summary in
+                       zip(batch, summaries, strict=True)]
+            elapsed = [t if ok else None for t, ok in zip(elapsed, written, strict=True)]
+            stored = [(None, _config_json(p, r), json_text(s)) for (p, r), s in zip(batch, summaries, strict=True)]
         else:
             stored = self._write_batch(batch, summaries, encoded)
         self.index.record_batch([(point.config_hash, summary, t, where) for (point, _), summary, t, where
@@ -219,18 +221,18 @@ class _Recorder:
         return [(file, _config_json(point, result), json_text(summary))
                 for (point, result), summary in zip(batch, summaries, strict=True)]
 
-    def _write_dir(self, point: Point, result: dict[str, Any], summary: dict, i: int, elapsed: list) -> StoredRun:
-        """``--run-dirs``: the run's own directory (config.yaml, metrics.parquet, params.pt, summary.json)."""
+    def _write_dir(self, point: Point, result: dict[str, Any], summary: dict) -> bool:
+        """``--run-dirs``: the run's own directory (config.yaml, metrics.parquet, params.pt, summary.json).
+        False, and ``summary`` made ``failed``, where the directory holds another config's run."""
         metrics = result["metrics"] if result["metrics"] is not None else SCHEMA.empty_table()
         run_dir = self.sweep_dir / RUNS_DIR / self.names[point.config_hash]
         owner = _owner(run_dir)
         if owner is not None and owner != point.config_hash:  # never write one run over another
             summary.update(status="failed", error=f"{run_dir.name}: the directory holds the run of config {owner}; "
                            "not overwritten")
-            elapsed[i] = None
-        else:
-            write_run_files(run_dir, point.config.to_yaml(), metrics, summary, result.get("params"))
-        return (None, _config_json(point, result), json_text(summary))
+            return False
+        write_run_files(run_dir, point.config.to_yaml(), metrics, summary, result.get("params"))
+        return True
 
 
 def _config_json(point: Point, result: dict[str, Any]) -> str:
@@ -275,21 +277,13 @@ def execute_points(
         except OSError as e:
             raise UserInputError(f"{sweep_dir}: cannot create the sweep directory ({e.strerror})") from None
         with _exclusive(sweep_dir), Index(sweep_dir) as index:
-            index.names()  # every row's run directory is one plain folder name, before anything is written
-            _remove_stale_temp_files(sweep_dir)
-            remove_unnamed(sweep_dir, index.results_files())
-            index.add((p.config_hash, p.name, p.index, p.axes, p.seed) for p in points)
-            if spec_yaml is not None:
-                atomic_write_text(sweep_dir / SPEC_FILE, spec_yaml)
-            todo = _select(points, index.statuses(), retry_failed, force)
+            todo = _register(sweep_dir, index, points, spec_yaml, retry_failed, force)
             recorder = _Recorder(sweep_dir, index, len(todo), progress, run_dirs)
             if progress is not None:
                 progress(0, 0, len(todo))
-            alone = plan_batches(todo, batch)
-            if chosen and client is None and len(alone) == 1:
-                workers = 1  # one batch: a cluster's start-up would cost more than it saves
-            if todo and client is None and workers == 1:
-                run_in_process(alone, recorder, save_params, every)
+            alone = plan_batches(todo, batch) if client is None and (chosen or workers == 1) else None
+            if alone is not None and (workers == 1 or len(alone) == 1):  # one batch: a cluster costs more
+                run_in_process(alone, recorder, save_params, every)  # than it saves (~3 s to start)
             elif todo:
                 if client is None:
                     client, cluster = open_local_cluster(min(workers, len(todo)))
@@ -300,6 +294,18 @@ def execute_points(
         if client is not None:
             close_client(client, cluster)
     return _rows_of(sweep_dir, points)
+
+
+def _register(sweep_dir: Path, index: Index, points: Sequence[Point], spec_yaml: str | None, retry_failed: bool,
+              force: bool) -> list[Point]:
+    """Clear what a killed sweep left, register every point (and write the spec); the points to train."""
+    index.names()  # every row's run directory is one plain folder name, before anything is written
+    _remove_stale_temp_files(sweep_dir)
+    remove_unnamed(sweep_dir, index.results_files())
+    index.add((p.config_hash, p.name, p.index, p.axes, p.seed) for p in points)
+    if spec_yaml is not None:
+        atomic_write_text(sweep_dir / SPEC_FILE, spec_yaml)
+    return _select(points, index.statuses(), retry_failed, force)
 
 
 def _rows_of(sweep_dir: Path, points: Sequence[Point]) -> pd.DataFrame:

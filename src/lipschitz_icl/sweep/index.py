@@ -153,10 +153,6 @@ class Index:
             self.db.execute(f"DELETE FROM {CURRENT_TABLE}")  # the rows of this spec: what table/status show
             self.db.executemany(f"INSERT OR IGNORE INTO {CURRENT_TABLE} VALUES (?)", [(r[0],) for r in rows])
 
-    def record(self, config_hash: str, summary: dict[str, Any], elapsed_s: float | None) -> None:
-        """Store a finished (or failed) run's summary numbers, in one transaction."""
-        self.record_batch([(config_hash, summary, elapsed_s, None)])
-
     def record_batch(self, rows: list[tuple[str, dict[str, Any], float | None, StoredRun | None]]) -> None:
         """Store the results of a batch of runs, in one transaction: each row (hash, summary, elapsed_s,
         stored) sets the run's summary numbers and, where ``stored`` = (results file or None, config JSON,

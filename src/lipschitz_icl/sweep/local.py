@@ -3,7 +3,6 @@ the runs that stopped are stored together every FLUSH_S seconds (``LIPSCHITZ_ICL
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 from ..config import Config
 from ..errors import UserInputError
 from ..interrupts import deferred_signals, interrupt_latch
+from ..limits import env_number
 from ..threads import single_threaded_torch
 from .spec import Point
 from .worker import execute_batch
@@ -61,14 +61,11 @@ def _in_process(cfg: Config) -> Config | dict[str, Any]:
 def flush_every() -> float:
     """FLUSH_S, or the seconds LIPSCHITZ_ICL_FLUSH_S gives (a number >= 0; unset or empty: FLUSH_S; anything
     else: a one-line error). Read before a sweep writes anything."""
-    text = os.environ.get(FLUSH_ENV, "").strip()
-    if not text:
+    given = env_number(FLUSH_ENV)
+    if given is None:
         return FLUSH_S
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value >= 0:
+    text, value = given
+    if not value >= 0:  # NaN too
         raise UserInputError(f"{FLUSH_ENV}={text!r}: expected seconds >= 0 (how often a sweep in this process "
                              "stores the runs that stopped)")
     return value

@@ -215,13 +215,13 @@ def load_metrics(sweep_dir: str | Path, current_only: bool = False) -> pd.DataFr
     reader = ResultReader(sweep_dir)
     parts = []
     for row in rows.itertuples(index=False):
-        if getattr(row, "results", None):
+        if row.results:
             table = reader.metrics(row.results, row.config_hash)
         elif row.run_dir and (Path(row.run_dir) / METRICS_FILE).is_file():
             table = read_metrics_table(row.run_dir)
         else:
             continue
-        parts.append(table.add_column(0, "name", pa.array([row.name] * table.num_rows, pa.string())))
+        parts.append(table.add_column(0, "name", pa.repeat(pa.scalar(row.name, pa.string()), table.num_rows)))
     if not parts:
         return metrics_frame(SCHEMA.empty_table()).assign(name=pd.Series(dtype=object))[["name", *SCHEMA.names]]
     return metrics_frame(pa.concat_tables(parts))

@@ -217,13 +217,13 @@ def _spec_error(err: ValidationError) -> ConfigError:
 def _yaml_value(where: str, value: Any) -> str:
     """A value as YAML text that ``apply_overrides`` reads back unchanged (``where``: its field); numbers,
     booleans and text remembered (an axis value recurs at every point of the other axes)."""
-    if isinstance(value, int | float | str | bool) and value is not None:
-        return _scalar_yaml(where, type(value), value)
+    if isinstance(value, int | float | str | bool):
+        return _scalar_yaml(where, value)
     return _yaml_text(where, value)
 
 
-@functools.lru_cache(maxsize=4096)
-def _scalar_yaml(where: str, kind: type, value: Any) -> str:  # noqa: ARG001 - kind: 1 and 1.0 and True differ
+@functools.lru_cache(maxsize=4096, typed=True)  # typed: 1, 1.0 and True are three values
+def _scalar_yaml(where: str, value: Any) -> str:
     return _yaml_text(where, value)
 
 
