@@ -25,7 +25,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import torch
+
+# (steps, scalars, extra names, attn, scores or None, heads or None): see Recorder._blocks
+Block = tuple[np.ndarray, np.ndarray, tuple[str, ...], np.ndarray, Any, Any]
 
 SCHEMA = pa.schema(
     [
@@ -49,10 +53,10 @@ class Recorder:
         kk, nn = np.meshgrid(np.arange(K), np.arange(K), indexing="ij")
         self._off_k, self._off_n = kk[~eye], nn[~eye]
         self._off = ~eye
-        # one tuple per record, appended in a single call, so that Ctrl-C can never leave a
-        # half-made record: (step, [loss, *extra values], extra names, attn, scores or None
-        # (no merged Q), heads (n_layers, n_heads, K, K) or None)
-        self._records: list[tuple[int, list[float], tuple[str, ...], np.ndarray, Any, Any]] = []
+        # blocks of records, each appended in a single call, so that Ctrl-C can never leave a half-made
+        # record: (steps (T,), [loss, *extra values] (T, C), extra names, attn (T, K, K), scores (T, K, K)
+        # or None (no merged Q), heads (T, n_layers, n_heads, K, K) or None)
+        self._blocks: list[Block] = []
 
     def record(
         self,
@@ -66,48 +70,56 @@ class Recorder:
         """attn (K, K) Attn_{k->n}; scores (K, K) v_n^T Q v_k or None (no merged Q);
         heads (n_layers, n_heads, K, K) or None (single-head models). Arrays are copied."""
         extra = extra or {}
-        record = (int(step), [float(loss), *(float(v) for v in extra.values())], tuple(extra), _as_array(attn),
-                  None if scores is None else _as_array(scores), None if heads is None else _as_array(heads))
-        self._records.append(record)
+        self._blocks.append((
+            np.array([step], dtype=np.int64), np.array([[float(loss), *(float(v) for v in extra.values())]]),
+            tuple(extra), _as_array(attn)[None], None if scores is None else _as_array(scores)[None],
+            None if heads is None else _as_array(heads)[None]))
 
-    def _key(self, t: int) -> tuple:
-        """Records with the same key stack into one segment."""
-        _, _, names, _, scores, heads = self._records[t]
-        return names, scores is None, None if heads is None else heads.shape
+    def record_block(self, steps: np.ndarray, scalars: np.ndarray, names: tuple[str, ...], attn: np.ndarray,
+                     scores: np.ndarray | None) -> None:
+        """T records at once (the batched trainer's, at the end of a run): steps (T,), scalars (T, 1 + len(names))
+        [loss, *extras named ``names``], attn (T, K, K), scores (T, K, K) or None; float64 arrays, kept as given."""
+        if len(steps):
+            self._blocks.append((steps, scalars, names, attn, scores, None))
 
-    def _segment(self, lo: int, hi: int) -> dict[str, np.ndarray]:
-        """Rows of the records lo..hi-1, which share their extra names: per record, in order,
+    @staticmethod
+    def _key(block: Block) -> tuple:
+        """Blocks with the same key stack into one segment."""
+        _, _, names, _, scores, heads = block
+        return names, scores is None, None if heads is None else heads.shape[1:]
+
+    def _segment(self, blocks: list[Block]) -> dict[str, np.ndarray]:
+        """Rows of the records of ``blocks``, which share their extra names: per record, in order,
         loss, the extras, attn_min, attn_mean, attn_self (k), attn_cross (k, n), then A (k) and
         B (k, n) when the model has a merged Q, then the same attention rows per layer and head."""
-        T = hi - lo
-        recs = self._records[lo:hi]
-        steps, scalars, names_all, attn, scores, heads = zip(*recs, strict=True)
-        names = names_all[0]
-        blocks: list[np.ndarray] = [np.asarray(scalars, dtype=np.float64)]
+        steps, scalars, names_all, attn, scores, heads = (_joined(part) for part in zip(*blocks, strict=True))
+        names = blocks[0][2]
+        T = len(steps)
+        blocks_out: list[np.ndarray] = [scalars]
         metrics, ks, ns = ["loss", *names], [-1] * (1 + len(names)), [-1] * (1 + len(names))
 
         def add(block: np.ndarray, metric: str, k: list[int] | np.ndarray, n: list[int] | np.ndarray) -> None:
-            blocks.append(block)
+            blocks_out.append(block)
             metrics.extend([metric] * block.shape[1])
             ks.extend(k)
             ns.extend(n)
 
         if self.K:
-            self._attention_rows(np.stack(attn), "", add, mean=True)
-        if scores[0] is not None:
-            self._pair_rows(np.stack(scores), "A", "B", add)
-            for name, column in (self.derive(np.stack(scores)) if self.derive else {}).items():
+            self._attention_rows(attn, "", add, mean=True)
+        if scores is not None:
+            self._pair_rows(scores, "A", "B", add)
+            for name, column in (self.derive(scores) if self.derive else {}).items():
                 add(np.asarray(column, dtype=np.float64)[:, None], name, [-1], [-1])
-        if heads[0] is not None:
-            h = np.stack(heads)  # (T, layers, heads, K, K)
-            for layer in range(h.shape[1]):
-                for head in range(h.shape[2]):
-                    self._attention_rows(h[:, layer, head], f"@L{layer}H{head}", add, mean=False)
-        values = np.concatenate(blocks, axis=1)  # (T, rows per record)
+        if heads is not None:  # (T, layers, heads, K, K)
+            for layer in range(heads.shape[1]):
+                for head in range(heads.shape[2]):
+                    self._attention_rows(heads[:, layer, head], f"@L{layer}H{head}", add, mean=False)
+        values = np.concatenate(blocks_out, axis=1)  # (T, rows per record)
         width = values.shape[1]
         return {
-            "step": np.repeat(np.asarray(steps, dtype=np.int64), width),
-            "metric": np.tile(np.asarray(metrics, dtype=object), T),
+            "step": np.repeat(steps, width),
+            "metric": np.tile(np.arange(width, dtype=np.int32), T),  # indices into "names"
+            "names": np.asarray(metrics, dtype=object),
             "k": np.tile(np.asarray(ks, dtype=np.int64), T),
             "n": np.tile(np.asarray(ns, dtype=np.int64), T),
             "value": values.reshape(-1),
@@ -135,16 +147,18 @@ class Recorder:
             add(m[:, self._off], off_name, list(self._off_k), list(self._off_n))
 
     def table(self) -> pa.Table:
-        if not self._records:
+        if not self._blocks:
             return SCHEMA.empty_table()
-        n = len(self._records)
-        bounds = [0] + [t for t in range(1, n) if self._key(t) != self._key(t - 1)]
-        bounds.append(n)
-        segs = [self._segment(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
-        cols = {key: np.concatenate([c[key] for c in segs]) for key in SCHEMA.names}
+        keys = [self._key(b) for b in self._blocks]
+        bounds = [0] + [t for t in range(1, len(keys)) if keys[t] != keys[t - 1]] + [len(keys)]
+        segs = [self._segment(self._blocks[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
+        offsets = np.cumsum([0] + [len(c["names"]) for c in segs[:-1]])
+        for seg, offset in zip(segs, offsets.tolist(), strict=True):
+            seg["metric"] += offset
+        cols = {key: np.concatenate([c[key] for c in segs]) for key in [*SCHEMA.names, "names"]}
         arrays = [
             pa.array(cols["step"]),
-            pa.array(cols["metric"], type=pa.string()),
+            pc.take(pa.array(cols["names"], type=pa.string()), pa.array(cols["metric"])),  # names by index, in C++
             pa.array(cols["k"], mask=cols["k"] < 0),
             pa.array(cols["n"], mask=cols["n"] < 0),
             pa.array(cols["value"]),
@@ -153,6 +167,13 @@ class Recorder:
 
     def frame(self) -> pd.DataFrame:
         return metrics_frame(self.table())
+
+
+def _joined(parts: tuple) -> Any:
+    """One field of several blocks as one array (None when the field is absent)."""
+    if parts[0] is None or isinstance(parts[0], tuple):
+        return parts[0]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def _as_array(x: torch.Tensor | np.ndarray) -> np.ndarray:
