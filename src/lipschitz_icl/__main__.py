@@ -1,5 +1,6 @@
 """``python -m lipschitz_icl``: the command line, with a Ctrl-C during start-up (the imports of
-torch and friends take seconds) ending in one line and exit 130 rather than a traceback."""
+torch and friends take seconds) ending in one line and exit 130 rather than a traceback, and one
+after the command has ended (during the interpreter's shutdown) ignored."""
 
 from __future__ import annotations
 
@@ -22,7 +23,17 @@ def entry() -> None:
         from .cli import main  # inside the handler's reach: a Ctrl-C during these imports is one line
     finally:
         signal.signal(signal.SIGINT, previous)
-    main()
+    try:
+        try:
+            main()
+        finally:
+            # the command has ended, its files written and its exit code chosen: a Ctrl-C from here on would
+            # only interrupt the interpreter's shutdown (its atexit callbacks) with a traceback
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except KeyboardInterrupt:  # one that came between the command's end and the line above
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        sys.stderr.write("error: interrupted\n")
+        sys.exit(130)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ A token of feature z is x = v_z + sigma * xi with xi ~ N(0, I_d / d) (docs/DESIG
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import math
@@ -42,9 +43,9 @@ class FeatureSet:
         """||v_k - v_n|| for every pair (K x K)."""
         return torch.cdist(self.V.T, self.V.T)
 
-    @property
+    @functools.cached_property
     def delta_sep(self) -> float:
-        """Delta = min_{k != n} ||v_k - v_n||."""
+        """Delta = min_{k != n} ||v_k - v_n|| (computed once)."""
         D = self.distances
         mask = ~torch.eye(self.K, dtype=torch.bool, device=D.device)
         return float(D[mask].min())

@@ -20,6 +20,8 @@ from .rng import make_generator
 from .tasks import KernelEstimate, TaskClass, make_task
 
 Inputs = FeatureSet | ContinuousInputs  # what draws a prompt's tokens
+RECENT_FEATURES = 64  # feature sets kept for the next configs that ask for the same (a sweep's seeds)
+_RECENT_FEATURES: dict[tuple[str, int | None], FeatureSet] = {}  # oldest first
 
 
 @dataclass
@@ -49,7 +51,15 @@ def build_inputs(cfg: Config) -> Inputs:
     random feature kinds draw from the run's ``features`` stream."""
     if is_continuous(cfg.features.kind):
         return make_continuous(cfg.features)
-    return make_features(cfg.features, make_generator(cfg.seed, "features"))
+    if cfg.features.kind == "file":
+        return make_features(cfg.features, make_generator(cfg.seed, "features"))
+    # the same features for the same settings (and seed, where they are drawn): built once, shared read-only
+    key = (cfg.features.model_dump_json(), cfg.seed if cfg.features.kind == "gaussian" else None)
+    fs = _RECENT_FEATURES.pop(key, None) or make_features(cfg.features, make_generator(cfg.seed, "features"))
+    _RECENT_FEATURES[key] = fs
+    while len(_RECENT_FEATURES) > RECENT_FEATURES:
+        _RECENT_FEATURES.pop(next(iter(_RECENT_FEATURES)))
+    return fs
 
 
 def build_problem(cfg: Config) -> Problem:

@@ -155,7 +155,8 @@ class Recorder:
         offsets = np.cumsum([0] + [len(c["names"]) for c in segs[:-1]])
         for seg, offset in zip(segs, offsets.tolist(), strict=True):
             seg["metric"] += offset
-        cols = {key: np.concatenate([c[key] for c in segs]) for key in [*SCHEMA.names, "names"]}
+        cols = segs[0] if len(segs) == 1 else {key: np.concatenate([c[key] for c in segs])
+                                               for key in [*SCHEMA.names, "names"]}
         arrays = [
             pa.array(cols["step"]),
             pc.take(pa.array(cols["names"], type=pa.string()), pa.array(cols["metric"])),  # names by index, in C++
