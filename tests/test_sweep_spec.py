@@ -110,3 +110,20 @@ def test_spec_errors_name_the_field(spec, field):
     message = str(info.value)
     assert message.startswith(f"{field}:"), message
     assert "\n" not in message
+
+
+def test_points_built_without_a_deep_copy_leave_the_base_as_it_was():
+    """``copied_along`` copies only the mappings an override changes: the base a sweep builds every point from
+    stays unchanged (a popped file digest, a new section, a replaced section), and the point gets the values."""
+    import copy as copy_module
+
+    from lipschitz_icl.config_io import apply_overrides, copied_along
+
+    base = {"task": {"L": 1.0, "params": {"a": [1, 2]}}, "features": {"kind": "file", "path": "v.npy",
+                                                                     "file_sha256": "ab"}, "seed": 0}
+    before = copy_module.deepcopy(base)
+    overrides = ["task.L=2.5", "task.params.a=[3]", "features.path=w.npy", "train.lr=0.5", "seed=4"]
+    point = apply_overrides(copied_along(base, overrides), overrides)
+    assert base == before
+    assert point["task"] == {"L": 2.5, "params": {"a": [3]}} and point["train"] == {"lr": 0.5}
+    assert point["features"] == {"kind": "file", "path": "w.npy"} and point["seed"] == 4

@@ -28,7 +28,14 @@ from pydantic import (
     model_validator,
 )
 
-from .config_io import apply_overrides, check_shape, format_validation_error, import_plugin, read_yaml  # noqa: F401
+from .config_io import (  # noqa: F401
+    apply_overrides,
+    check_shape,
+    copied_along,
+    format_validation_error,
+    import_plugin,
+    read_yaml,
+)
 from .config_io import loc as _loc  # noqa: F401 - re-exported
 from .config_io import short as _short
 from .engines import engine_class
@@ -371,13 +378,16 @@ def _task(kind: str, L: float, d: int, params: dict) -> Any:
 # --------------------------------------------------------------------------- loading
 
 
-def validate_config(data: Any, feature_files: FeatureFiles | None = None) -> Config:
-    """A plain mapping as a Config (ConfigError: one clear line); ``feature_files``: a sweep's files, read once."""
+def validate_config(data: Any, feature_files: FeatureFiles | None = None, shape_checked: bool = False) -> Config:
+    """A plain mapping as a Config (ConfigError: one clear line); ``feature_files``: a sweep's files, read once;
+    ``shape_checked``: the mapping is made of parts ``check_shape`` passed already (a sweep's base and override
+    values), so it is not walked again."""
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError("config", f"must be a mapping of keys to values (got {type(data).__name__})")
-    check_shape(data)
+    if not shape_checked:
+        check_shape(data)
     try:
         return Config.model_validate(data, context={"feature_files": feature_files})
     except ValidationError as e:

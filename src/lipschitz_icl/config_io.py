@@ -234,6 +234,21 @@ def _parse_override(text: str) -> tuple[tuple[str, ...], Any]:
     return tuple(parts), value
 
 
+def copied_along(data: dict, overrides: list[str]) -> dict:
+    """``data`` with the mappings on each override's key path copied (one level each) and everything else
+    shared: all that ``apply_overrides`` changes, so applying ``overrides`` to the result leaves ``data`` as it
+    was (a sweep builds each point from its base without a deep copy)."""
+    top = dict(data)
+    for text in overrides:
+        node = top
+        for part in _parse_override(text)[0][:-1]:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                break  # apply_overrides puts a new mapping here, or refuses
+            node[part] = node = dict(child)
+    return top
+
+
 def apply_overrides(data: dict, overrides: list[str]) -> dict:
     """Set each ``key.sub=value`` in the nested mapping ``data`` (in place; returned)."""
     for text in overrides:

@@ -190,7 +190,7 @@ def run_on_dask(client: Any, batches: Iterable[list[Point]], on_result: OnResult
     never holds a second batch besides the one it executes: when a run kills its worker, no other
     batch is charged with the death. The restriction is loose (``allow_other_workers``): a batch
     sent to a worker that died meanwhile goes elsewhere instead of waiting forever. A result is
-    fetched as soon as it is ready, before its worker gets the next batch. A task that raises on the
+    fetched as soon as it is ready, before its worker gets the next batch, and stored after. A task that raises on the
     Dask side (a run killed its worker: KilledWorker; a transfer error): a batch of several points is
     retried one point per task, first in the queue, so only the point that kills its worker is
     recorded ``failed_result(point, text)``; a batch of one point is recorded so at once."""
@@ -203,20 +203,17 @@ def run_on_dask(client: Any, batches: Iterable[list[Point]], on_result: OnResult
 
 def _drive(client: Any, queue: collections.deque, on_result: OnResult, failed_result: FailedResult,
            save_params: bool, encode: bool) -> None:
-    """``run_on_dask``'s loop: submit batches to idle workers, hand on results, keep the deadlines (``_Watch``)."""
+    """``run_on_dask``'s loop: submit batches to idle workers, hand on results, keep the deadlines (``_Watch``).
+    A finished batch's result is fetched, its worker given the next batch, and only then the result stored, so
+    that a worker does not wait while the driver writes."""
     from distributed import wait  # distributed: imported only when a sweep uses Dask
 
     running: dict[Any, tuple[list[Point], str]] = {}
     watch = _Watch(client)
+    submit = _Submitter(client, queue, running, save_params, encode)
     while queue or running:
         alive = watch.alive()
-        for addr in _free_slots(alive, running)[: len(queue)]:
-            points = queue.popleft()
-            datas = [p.config.model_dump_json() for p in points]  # text: Dask does not walk it looking for futures
-            hashes = [p.config_hash for p in points] if encode else None
-            future = client.submit(run_batch_task, datas, save_params, hashes, pure=False, workers=[addr],
-                                   allow_other_workers=True)
-            running[future] = (points, addr)
+        submit(alive)
         if not running:  # every worker is being replaced: wait for one, up to NO_WORKER_S
             if watch.starved():
                 for points in queue:
@@ -224,6 +221,7 @@ def _drive(client: Any, queue: collections.deque, on_result: OnResult, failed_re
                 return
             time.sleep(0.1)
             continue
+        submit.prepare()  # the next batch's configs, while the workers train
         with contextlib.suppress(TimeoutError):  # wake up now and then to use workers that joined
             wait(list(running), timeout=0.5, return_when="FIRST_COMPLETED")
         for future in watch.overdue(running, alive):  # its worker left and no other worker ended it
@@ -231,21 +229,57 @@ def _drive(client: Any, queue: collections.deque, on_result: OnResult, failed_re
             future.cancel()
             _retry_or_fail(queue, points, watch.retried, on_result, failed_result,
                            f"its Dask worker was lost and no worker finished it within {LOST_WORKER_S:g} s")
-        for future in [f for f in running if f.done()]:
-            points, _ = running.pop(future)
-            results: list[tuple[int, dict[str, Any]]] = []
-            encoded = None
-            try:
-                results, encoded = future.result()
-            except concurrent.futures.CancelledError:
-                raise
-            except Exception as e:  # noqa: BLE001 - a lost worker (KilledWorker), a transfer error
-                if len(points) > 1:  # which run killed it is unknown: each alone, before anything else
-                    queue.extendleft([p] for p in reversed(points))
-                else:
-                    results = [(0, failed_result(points[0], f"{type(e).__name__}: {e}"))]
+        fetched = [_fetch(future, running.pop(future)[0], queue, failed_result) for future in
+                   [f for f in running if f.done()]]
+        submit(alive)  # the workers just freed start their next batch before the results are written
+        for pairs, encoded in fetched:
+            if pairs is not None:
+                on_result(pairs, encoded)
+
+
+def _fetch(future: Any, points: list[Point], queue: collections.deque, failed_result: FailedResult
+           ) -> tuple[list[tuple[Point, dict[str, Any]]] | None, Any]:
+    """A finished task's (point, result) pairs and encoded results file; (None, None) when its batch went back
+    to the queue (a task that raised: each of its points alone, first)."""
+    encoded = None
+    try:
+        results, encoded = future.result()
+    except concurrent.futures.CancelledError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a lost worker (KilledWorker), a transfer error
+        if len(points) > 1:  # which run killed it is unknown: each alone, before anything else
+            queue.extendleft([p] for p in reversed(points))
             future.release()
-            on_result([(points[pos], result) for pos, result in results], encoded)
+            return None, None
+        results = [(0, failed_result(points[0], f"{type(e).__name__}: {e}"))]
+    future.release()
+    return [(points[pos], result) for pos, result in results], encoded
+
+
+class _Submitter:
+    """Sends queued batches to idle worker threads (one batch per thread), each batch's configs as JSON text
+    (Dask does not walk text looking for futures), made ahead for the batch next in line (``prepare``)."""
+
+    def __init__(self, client: Any, queue: collections.deque, running: dict[Any, tuple[list[Point], str]],
+                 save_params: bool, encode: bool) -> None:
+        self.client, self.queue, self.running = client, queue, running
+        self.save_params, self.encode = save_params, encode
+        self.ready: tuple[list[Point], list[str]] | None = None  # (batch, its configs' JSON)
+
+    def prepare(self) -> None:
+        if self.queue and (self.ready is None or self.ready[0] is not self.queue[0]):
+            self.ready = (self.queue[0], [p.config.model_dump_json() for p in self.queue[0]])
+
+    def __call__(self, alive: dict[str, int]) -> None:
+        for addr in _free_slots(alive, self.running)[: len(self.queue)]:
+            points = self.queue.popleft()
+            ready, self.ready = self.ready, None
+            datas = ready[1] if ready is not None and ready[0] is points else [
+                p.config.model_dump_json() for p in points]
+            hashes = [p.config_hash for p in points] if self.encode else None
+            future = self.client.submit(run_batch_task, datas, self.save_params, hashes, pure=False,
+                                        workers=[addr], allow_other_workers=True)
+            self.running[future] = (points, addr)
 
 
 def _retry_or_fail(queue: collections.deque, points: list[Point], retried: set[str], on_result: OnResult,

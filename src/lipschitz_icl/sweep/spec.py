@@ -40,6 +40,7 @@ from ..config import (
     _short,
     anchor_feature_path,
     apply_overrides,
+    copied_along,
     read_yaml,
     validate_config,
 )
@@ -170,7 +171,8 @@ class Point:
     @classmethod
     def of(cls, index: int, axes: dict[str, Any], cfg: Config) -> Point:
         """A point made from a config already in hand."""
-        return cls(index, axes, cfg.config_hash(), run_name(axes, cfg), cfg.seed, lambda: cfg, batch_group(cfg))
+        h = cfg.config_hash()
+        return cls(index, axes, h, run_name(axes, cfg, h), cfg.seed, lambda: cfg, batch_group(cfg))
 
 
 def batch_group(cfg: Config) -> tuple:
@@ -246,11 +248,11 @@ def _describe(axes: dict[str, Any]) -> str:
     return safe_name("-".join(parts))[:96]
 
 
-def run_name(axes: dict[str, Any], cfg: Config) -> str:
-    """A run directory name: the axis values, then the whole config hash, so distinct configs
-    never share a directory."""
+def run_name(axes: dict[str, Any], cfg: Config, config_hash: str | None = None) -> str:
+    """A run directory name: the axis values, then the whole config hash (``config_hash``: computed already),
+    so distinct configs never share a directory."""
     desc = _describe(axes) or (safe_name(cfg.name) if cfg.name else default_run_name(cfg))
-    return f"{desc}-{cfg.config_hash()}"
+    return f"{desc}-{config_hash or cfg.config_hash()}"
 
 
 def _axes(spec: SweepSpec, base_seed: int) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -299,7 +301,9 @@ def _point_config(spec: SweepSpec, base: dict[str, Any], axes: dict[str, Any],
     ``feature_files``: the sweep's feature files, read once (a point rebuilt later gets the same numbers)."""
     overrides = [f"{k}={_yaml_value(f'{_axis_group(spec, k)}.{k}', v)}" for k, v in axes.items()]
     try:
-        return validate_config(apply_overrides(copy.deepcopy(base), overrides), feature_files)
+        # the base passed check_shape when the spec was read (validate_config), each value when parsed
+        return validate_config(apply_overrides(copied_along(base, overrides), overrides), feature_files,
+                               shape_checked=True)
     except UserInputError as e:
         key = getattr(e, "field", None)
         where = f"{_axis_group(spec, key)}.{key}" if key in axes else f"base.{key}" if key else "spec"
@@ -334,7 +338,7 @@ def expand(spec: SweepSpec, base: dict[str, Any], feature_files: FeatureFiles | 
         hashes.add(h)
         key = batch_group(cfg)
         group = groups.setdefault(key, key)  # one tuple per group, shared by its points
-        points.append(Point(len(points), axes, h, run_name(axes, cfg), cfg.seed,
+        points.append(Point(len(points), axes, h, run_name(axes, cfg, h), cfg.seed,
                             lambda axes=axes: _point_config(spec, base, axes, files), group))
     return points
 
