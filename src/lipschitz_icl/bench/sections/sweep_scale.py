@@ -128,9 +128,9 @@ def sweep_scale(size: Size) -> dict:
            len(rows) / t_sweep, "anchor s": t_anchor, "anchor runs/s": len(rows) / t_anchor, "floor s": t_floor,
            "sweep / floor": t_sweep / t_floor, "run dirs s": t_dirs, "run dirs / sweep": t_dirs / t_sweep,
            "runs that differ": differ, "largest final-loss difference": worst}
-    why = ("per-run costs outside the arithmetic, each a few percent: the config validated per point, the "
-           "stopping rules and the recorder in Python per run and step, the checksummed results file, the "
-           "unfused step's ~67 operator calls (docs/PERFORMANCE.md, a sweep at scale)") if ratio < 1 else ""
+    why = ("per-run costs outside the arithmetic, each a few percent: the config validated per point, each "
+           "run's problem, summary and tidy table, the checksummed results file, the unfused step's ~67 operator "
+           "calls (docs/PERFORMANCE.md, a sweep at scale)") if ratio < 1 else ""
     return {
         "rows": [row],
         "targets": [
