@@ -28,14 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from .config_io import (  # noqa: F401
-    apply_overrides,
-    check_shape,
-    copied_along,
-    format_validation_error,
-    import_plugin,
-    read_yaml,
-)
+from .config_io import apply_overrides, check_shape, format_validation_error, import_plugin, read_yaml  # noqa: F401
 from .config_io import loc as _loc  # noqa: F401 - re-exported
 from .config_io import short as _short
 from .engines import engine_class

@@ -40,10 +40,10 @@ from ..config import (
     _short,
     anchor_feature_path,
     apply_overrides,
-    copied_along,
     read_yaml,
     validate_config,
 )
+from ..config_io import copied_along
 from ..engines import batchable
 from ..errors import ConfigError, UserInputError
 from ..store import safe_name
