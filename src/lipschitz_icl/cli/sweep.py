@@ -20,6 +20,7 @@ from ..errors import UserInputError
 from ..store import atomic_write_bytes, atomic_write_text
 from ..sweep import is_running, load_index, load_sweep, run_sweep
 from ..sweep.dask_backend import SchedulerLost
+from ..sweep.execute import warm_workers
 from .common import err, fail, one_line, out, progress_bar, sigterm_as_interrupt, user_errors
 
 
@@ -79,7 +80,7 @@ def run_command(
     with user_errors():
         if scheduler is not None and workers is not None:
             raise UserInputError("--workers and --scheduler: give one or the other")
-        sweep = load_sweep(spec)
+        sweep = load_sweep(spec, on_count=warm_workers(workers, scheduler))
         target = out_dir if out_dir is not None else Path("sweeps") / sweep.name
         start = time.perf_counter()
         with progress_bar(transient=False, eta=True) as bar, sigterm_as_interrupt():

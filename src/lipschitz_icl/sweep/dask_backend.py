@@ -14,6 +14,7 @@ import concurrent.futures
 import contextlib
 import logging
 import multiprocessing
+import multiprocessing.forkserver
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -49,6 +50,13 @@ def _start_method() -> str:
     # no effect if this process's fork server already runs (then it only lacks the warm imports)
     ctx.set_forkserver_preload(["distributed", "lipschitz_icl.sweep.preload"])
     return "forkserver"
+
+
+def warm_fork_server() -> None:
+    """Start the fork server that the embedded cluster's workers will be forked from, now: its imports (torch,
+    distributed, the package: seconds of CPU in its own process) then run while this process expands a spec."""
+    if _start_method() == "forkserver":
+        multiprocessing.forkserver.ensure_running()
 
 
 def connect_scheduler(address: str, timeout: float | None = None) -> Any:
@@ -231,7 +239,8 @@ def _drive(client: Any, queue: collections.deque, on_result: OnResult, failed_re
                            f"its Dask worker was lost and no worker finished it within {LOST_WORKER_S:g} s")
         fetched = [_fetch(future, running.pop(future)[0], queue, failed_result) for future in
                    [f for f in running if f.done()]]
-        submit(alive)  # the workers just freed start their next batch before the results are written
+        if fetched:  # the workers just freed start their next batch before the results are written (the workers
+            submit(watch.alive())  # asked again: one that died during the wait gets nothing)
         for pairs, encoded in fetched:
             if pairs is not None:
                 on_result(pairs, encoded)

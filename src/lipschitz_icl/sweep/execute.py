@@ -24,7 +24,7 @@ from ..config import Config
 from ..errors import UserInputError
 from ..recorder import SCHEMA
 from ..store import SUMMARY_FILE, atomic_write_text, json_text, write_run_files
-from .dask_backend import close_client, connect_scheduler, open_local_cluster, run_on_dask
+from .dask_backend import close_client, connect_scheduler, open_local_cluster, run_on_dask, warm_fork_server
 from .index import FINISHED, INDEX_FILE, RUNS_DIR, Index, StoredRun, load_index
 from .local import flush_every, run_in_process
 from .results import RESULTS_DIR, Encoded, remove_unnamed, write_batch
@@ -316,6 +316,16 @@ def _rows_of(sweep_dir: Path, points: Sequence[Point]) -> pd.DataFrame:
     return frame.drop(columns="_order").reset_index(drop=True)
 
 
+def warm_workers(workers: int | None, scheduler: str | None) -> Callable[[int], None]:
+    """``load_sweep``'s ``on_count``: a spec of more points than one batch holds will start a local cluster
+    (default or several ``workers``, no ``scheduler``), so its fork server is started before the points are
+    expanded, and its imports run meanwhile."""
+    def counted(points: int) -> None:
+        if scheduler is None and workers != 1 and points > MAX_BATCH:
+            warm_fork_server()
+    return counted
+
+
 def run_sweep(
     spec: str | Path | dict[str, Any] | Sweep,
     out: str | Path | None = None,
@@ -337,7 +347,7 @@ def run_sweep(
     default: sized by memory, ``auto_batch``).
     ``run_dirs``: write each run's directory under ``runs/`` (as ``lipschitz-icl run`` does) instead of one
     results file per batch under ``results/`` (read either back with ``load_runs`` or ``load_metrics``)."""
-    sweep = spec if isinstance(spec, Sweep) else load_sweep(spec)
+    sweep = spec if isinstance(spec, Sweep) else load_sweep(spec, on_count=warm_workers(workers, scheduler))
     out = Path(out) if out is not None else Path("sweeps") / sweep.name
     return execute_points(sweep.points, out, workers, scheduler, retry_failed, force, progress,
                           spec_yaml=sweep.resolved_yaml(), name=sweep.name, save_params=sweep.spec.params,

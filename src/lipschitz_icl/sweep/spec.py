@@ -312,25 +312,32 @@ def _point_config(spec: SweepSpec, base: dict[str, Any], axes: dict[str, Any],
         raise ConfigError(where, f"{message} (at {shown})") from None
 
 
-def iter_axes(spec: SweepSpec, base: dict[str, Any], feature_files: FeatureFiles | None = None
-              ) -> Iterator[dict[str, Any]]:
+CountFn = Callable[[int], None]  # told the number of points of a spec (duplicates included) before they are made
+
+
+def iter_axes(spec: SweepSpec, base: dict[str, Any], feature_files: FeatureFiles | None = None,
+              on_count: CountFn | None = None) -> Iterator[dict[str, Any]]:
     """The axis values of every point, in order (first grid key outermost, seeds innermost),
-    generated one at a time after the count check."""
+    generated one at a time after the count check (``on_count`` is told the count first)."""
     base_cfg = validate_config(copy.deepcopy(base), feature_files)
     parts = [axis for _, axis in _axes(spec, base_cfg.seed)]
+    if on_count is not None:
+        on_count(math.prod(len(part) for part in parts))
     for combo in itertools.product(*parts):
         yield {k: v for part in combo for k, v in part.items()}
 
 
-def expand(spec: SweepSpec, base: dict[str, Any], feature_files: FeatureFiles | None = None) -> list[Point]:
+def expand(spec: SweepSpec, base: dict[str, Any], feature_files: FeatureFiles | None = None,
+           on_count: CountFn | None = None) -> list[Point]:
     """Every point of the spec, each validated, in order. Points with the same config hash are
     kept once. Only small records are kept (see ``Point``). Feature files are read once, into
-    ``feature_files``, and every point (rebuilt later too) gets the numbers read then."""
+    ``feature_files``, and every point (rebuilt later too) gets the numbers read then. ``on_count``: told
+    the number of points before they are expanded."""
     files: FeatureFiles = {} if feature_files is None else feature_files
     points: list[Point] = []
     hashes: set[str] = set()
     groups: dict[tuple, tuple] = {}
-    for axes in iter_axes(spec, base, files):
+    for axes in iter_axes(spec, base, files, on_count):
         cfg = _point_config(spec, base, axes, files)
         h = cfg.config_hash()
         if h in hashes:
@@ -343,8 +350,10 @@ def expand(spec: SweepSpec, base: dict[str, Any], feature_files: FeatureFiles | 
     return points
 
 
-def load_sweep(spec: str | Path | dict[str, Any], name: str | None = None) -> Sweep:
-    """Read and validate a spec (a YAML path or a mapping) and expand its points.
+def load_sweep(spec: str | Path | dict[str, Any], name: str | None = None, on_count: CountFn | None = None
+               ) -> Sweep:
+    """Read and validate a spec (a YAML path or a mapping) and expand its points (``on_count``: told their
+    number first, so that a caller can get workers ready meanwhile).
 
     Errors are ``UserInputError`` with one line: the spec file, the field, what is wrong."""
     where = ""
@@ -387,7 +396,7 @@ def load_sweep(spec: str | Path | dict[str, Any], name: str | None = None) -> Sw
         if not re.fullmatch(NAME_PATTERN, sweep_name):  # e.g. '..' from a spec file named '...yaml'
             raise ConfigError("name", f"{sweep_name!r} (the spec file's name) is not a usable sweep name: give "
                                       "name: in the spec (letters, digits, '.', '_', '-'; max 128)")
-        points = expand(parsed, base, feature_files)
+        points = expand(parsed, base, feature_files, on_count)
     except UserInputError as e:
         raise UserInputError(f"{where}{e}") from None
     return Sweep(sweep_name, parsed, base, points)

@@ -1,0 +1,25 @@
+"""A spec of more points than one batch holds starts the embedded cluster's fork server before its points are
+expanded (its imports then run meanwhile); one batch, one worker or a scheduler do not."""
+
+import pytest
+
+from lipschitz_icl.sweep import execute
+from lipschitz_icl.sweep.spec import load_sweep
+
+
+@pytest.mark.parametrize(("workers", "scheduler", "points", "warmed"), [
+    (None, None, execute.MAX_BATCH + 1, True), (2, None, execute.MAX_BATCH + 1, True),
+    (1, None, execute.MAX_BATCH + 1, False), (None, "tcp://127.0.0.1:1", execute.MAX_BATCH + 1, False),
+    (None, None, execute.MAX_BATCH, False)])
+def test_the_fork_server_starts_only_for_a_local_cluster(monkeypatch, workers, scheduler, points, warmed):
+    calls = []
+    monkeypatch.setattr(execute, "warm_fork_server", lambda: calls.append(1))
+    execute.warm_workers(workers, scheduler)(points)
+    assert bool(calls) == warmed
+
+
+def test_load_sweep_tells_the_count_before_expanding():
+    told = []
+    sweep = load_sweep({"base": {"train": {"steps": 5}}, "grid": {"task.L": [1.0, 2.0, 2.0]}, "seeds": 2},
+                       on_count=told.append)
+    assert told == [6] and len(sweep.points) == 4  # duplicates counted, then kept once
