@@ -113,12 +113,8 @@ def atomic_write_json(path: Path, data: dict) -> None:
     atomic_write_text(path, json_text(data, indent=2) + "\n")
 
 
-def atomic_write_npy(path: Path, array) -> None:
+def atomic_write_npy(path: Path, array: Any) -> None:
     """A .npy file (no pickles), atomically."""
-    import io
-
-    import numpy as np
-
     buf = io.BytesIO()
     np.save(buf, np.asarray(array), allow_pickle=False)
     atomic_write_bytes(path, buf.getvalue())
