@@ -20,6 +20,7 @@ from .rng import make_generator
 from .tasks import KernelEstimate, TaskClass, make_task
 
 Inputs = FeatureSet | ContinuousInputs  # what draws a prompt's tokens
+FIXED_FEATURES = ("orthonormal", "simplex")  # feature kinds that draw nothing: the same for every seed
 RECENT_FEATURES = 64  # feature sets kept for the next configs that ask for the same (a sweep's seeds)
 _RECENT_FEATURES: dict[tuple[str, int | None], FeatureSet] = {}  # oldest first
 
@@ -54,7 +55,7 @@ def build_inputs(cfg: Config) -> Inputs:
     if cfg.features.kind == "file":
         return make_features(cfg.features, make_generator(cfg.seed, "features"))
     # the same features for the same settings (and seed, where they are drawn): built once, shared read-only
-    key = (cfg.features.model_dump_json(), cfg.seed if cfg.features.kind == "gaussian" else None)
+    key = (cfg.features.model_dump_json(), None if cfg.features.kind in FIXED_FEATURES else cfg.seed)
     fs = _RECENT_FEATURES.pop(key, None) or make_features(cfg.features, make_generator(cfg.seed, "features"))
     _RECENT_FEATURES[key] = fs
     while len(_RECENT_FEATURES) > RECENT_FEATURES:

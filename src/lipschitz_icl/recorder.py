@@ -92,7 +92,7 @@ class Recorder:
         """Rows of the records of ``blocks``, which share their extra names: per record, in order,
         loss, the extras, attn_min, attn_mean, attn_self (k), attn_cross (k, n), then A (k) and
         B (k, n) when the model has a merged Q, then the same attention rows per layer and head."""
-        steps, scalars, names_all, attn, scores, heads = (_joined(part) for part in zip(*blocks, strict=True))
+        steps, scalars, attn, scores, heads = (_joined([b[field] for b in blocks]) for field in (0, 1, 3, 4, 5))
         names = blocks[0][2]
         T = len(steps)
         blocks_out: list[np.ndarray] = [scalars]
@@ -170,11 +170,11 @@ class Recorder:
         return metrics_frame(self.table())
 
 
-def _joined(parts: tuple) -> Any:
-    """One field of several blocks as one array (None when the field is absent)."""
-    if parts[0] is None or isinstance(parts[0], tuple):
+def _joined(parts: list[Any]) -> Any:
+    """One array field of several blocks as one array (None when the field is absent)."""
+    if parts[0] is None or len(parts) == 1:
         return parts[0]
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return np.concatenate(parts)
 
 
 def _as_array(x: torch.Tensor | np.ndarray) -> np.ndarray:

@@ -277,18 +277,21 @@ class _Submitter:
 
     def prepare(self) -> None:
         if self.queue and (self.ready is None or self.ready[0] is not self.queue[0]):
-            self.ready = (self.queue[0], [p.config.model_dump_json() for p in self.queue[0]])
+            self.ready = (self.queue[0], _config_texts(self.queue[0]))
 
     def __call__(self, alive: dict[str, int]) -> None:
         for addr in _free_slots(alive, self.running)[: len(self.queue)]:
             points = self.queue.popleft()
             ready, self.ready = self.ready, None
-            datas = ready[1] if ready is not None and ready[0] is points else [
-                p.config.model_dump_json() for p in points]
+            datas = ready[1] if ready is not None and ready[0] is points else _config_texts(points)
             hashes = [p.config_hash for p in points] if self.encode else None
             future = self.client.submit(run_batch_task, datas, self.save_params, hashes, pure=False,
                                         workers=[addr], allow_other_workers=True)
             self.running[future] = (points, addr)
+
+
+def _config_texts(points: list[Point]) -> list[str]:
+    return [p.config.model_dump_json() for p in points]
 
 
 def _retry_or_fail(queue: collections.deque, points: list[Point], retried: set[str], on_result: OnResult,
