@@ -198,9 +198,7 @@ class EngineConfig(_Strict):
                                                                    "counts from B draws, the mean field N p, or exact")
     draws: int = Field(256, ge=1, le=10_000_000, description="kernel: multinomial count draws B")
     batch: int = Field(1024, ge=1, le=10_000_000, description="sampled: prompts per step")
-    resample: bool | None = Field(
-        None, description="fresh draws every step; default: true for sgd, false otherwise"
-    )
+    resample: bool | None = Field(None, description="fresh draws every step; default: true for sgd, false otherwise")
     space: Literal["auto", "S", "Q"] = Field(
         "auto", description="kernel: optimise S = V^T Q V (K x K) or Q (d x d); auto: S unless adam"
     )
@@ -208,9 +206,8 @@ class EngineConfig(_Strict):
         "float64", description="float64; unset with the sampled engine and a neural model: float32"
     )
     device: Literal["auto", "cpu", "cuda"] = Field("cpu", description="where to train (auto: cuda if available)")
-    fused: bool = Field(
-        False, description="kernel, gd/sgd in S space, CPU: the step in one compiled call (needs numba)"
-    )
+    fused: bool = Field(False, description="kernel, gd/sgd in S space, CPU: the step in one compiled call "
+                                           "(needs numba)")
     train_prompts: int | None = Field(
         None, ge=1, le=100_000_000, description="sampled: a fixed training set of M prompts (default: none)"
     )
@@ -286,9 +283,8 @@ class Config(_Strict):
         if self.task.kind not in names:
             raise ConfigError("task.kind", f"{self.task.kind!r} is not registered (known: {', '.join(names)})")
         if self.eval.other_class is not None and self.eval.other_class not in names:
-            raise ConfigError(
-                "eval.other_class", f"{self.eval.other_class!r} is not registered (known: {', '.join(names)})"
-            )
+            raise ConfigError("eval.other_class",
+                              f"{self.eval.other_class!r} is not registered (known: {', '.join(names)})")
         if self.engine.dtype == "float32" and self.train.lr > FLOAT32_MAX:
             raise ConfigError("train.lr", f"must be at most {FLOAT32_MAX:.4g} with engine.dtype=float32 "
                               f"(got {self.train.lr:g})")
@@ -328,8 +324,9 @@ class Config(_Strict):
         rows = (t.steps // t.log_every + 2) * (2 * K * K + 16)
         checks.append(("train.log_every", f"the recorded metrics ({rows:.3g} rows: steps={t.steps}, "
                        f"log_every={t.log_every}, K={K})", 5 * rows))
+        limit = max_elements()  # read once: the environment is asked for every point of a sweep
         for field, what, size in checks:
-            if size > (limit := max_elements()):
+            if size > limit:
                 raise ConfigError(field, f"{what} would need about {size:.3g} elements in memory (at most "
                                   f"{limit:.3g}; choose smaller sizes, or raise {MAX_ENV} on a larger machine)")
 
@@ -345,7 +342,7 @@ class Config(_Strict):
         later (HASH_DEFAULTS: engine.fused, features.cov, eval.geometry) enter only when set, so the
         hashes of configs written before they existed stay the same."""
         data = self.model_dump(mode="json", exclude={"name"})
-        for section, key, default in HASH_DEFAULTS:  # keys added later enter only when set
+        for section, key, default in HASH_DEFAULTS:
             if data[section][key] == default:
                 del data[section][key]
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
@@ -373,8 +370,7 @@ def _task(kind: str, L: float, d: int, params: dict) -> Any:
 
 def validate_config(data: Any, feature_files: FeatureFiles | None = None, shape_checked: bool = False) -> Config:
     """A plain mapping as a Config (ConfigError: one clear line); ``feature_files``: a sweep's files, read once;
-    ``shape_checked``: the mapping is made of parts ``check_shape`` passed already (a sweep's base and override
-    values), so it is not walked again."""
+    ``shape_checked``: built of parts that passed ``check_shape`` (a sweep's base and values), not walked again."""
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -329,10 +329,9 @@ def iter_axes(spec: SweepSpec, base: dict[str, Any], feature_files: FeatureFiles
 
 def expand(spec: SweepSpec, base: dict[str, Any], feature_files: FeatureFiles | None = None,
            on_count: CountFn | None = None) -> list[Point]:
-    """Every point of the spec, each validated, in order. Points with the same config hash are
-    kept once. Only small records are kept (see ``Point``). Feature files are read once, into
-    ``feature_files``, and every point (rebuilt later too) gets the numbers read then. ``on_count``: told
-    the number of points before they are expanded."""
+    """Every point of the spec, each validated, in order. Points with the same config hash are kept once. Only
+    small records are kept (see ``Point``). Feature files are read once, into ``feature_files``, and every point
+    (rebuilt later too) gets the numbers read then. ``on_count``: told the number of points first."""
     files: FeatureFiles = {} if feature_files is None else feature_files
     points: list[Point] = []
     hashes: set[str] = set()
@@ -353,9 +352,8 @@ def expand(spec: SweepSpec, base: dict[str, Any], feature_files: FeatureFiles | 
 def load_sweep(spec: str | Path | dict[str, Any], name: str | None = None, on_count: CountFn | None = None
                ) -> Sweep:
     """Read and validate a spec (a YAML path or a mapping) and expand its points (``on_count``: told their
-    number first, so that a caller can get workers ready meanwhile).
-
-    Errors are ``UserInputError`` with one line: the spec file, the field, what is wrong."""
+    number first, so that a caller can get workers ready meanwhile). Errors are ``UserInputError`` with one
+    line: the spec file, the field, what is wrong."""
     where = ""
     root = Path.cwd()
     if isinstance(spec, str | Path):
