@@ -4,7 +4,13 @@ import pytest
 import torch
 
 from lipschitz_icl.engines import kernel_loss, make_generator
-from lipschitz_icl.engines.kernel_grad import diagonal_of, kernel_loss_grad, query_chunks, symmetrize
+from lipschitz_icl.engines.kernel_grad import (
+    diagonal_of,
+    kernel_loss_grad,
+    kernel_test_errors,
+    query_chunks,
+    symmetrize,
+)
 from lipschitz_icl.engines.kernel_spec import draw_counts
 from lipschitz_icl.features import FeatureSet
 
@@ -124,3 +130,27 @@ def test_a_run_gets_the_same_numbers_alone_and_in_a_stack(dense, chunk):
         for name in ("loss", "attn_self", "attn", "grad"):
             assert torch.equal(getattr(one, name)[0], getattr(stack, name)[r]), name
         assert torch.equal(one.tests["t"][0], stack.tests["t"][r])
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_test_errors_alone_are_those_of_a_full_step_bit_for_bit(dense):
+    """A log step of a diagonal-Sigma batch computes the test errors apart, for the recorded runs only
+    (``kernel_test_errors``): the same numbers as ``kernel_loss_grad``'s, also for a run whose attention
+    underflowed (recomputed in log space) and for any subset of the runs."""
+    R, K, B = 5, 4, 16
+    cases = [_case(K, B, 0.2, dense, seed=40 + r, N=3) for r in range(R)]
+    M, c, sigma, p = (torch.stack(x) for x in zip(*cases, strict=True))
+    M[1, :, 0] = 2000.0  # P_kn underflows for n != 0: prompts without feature 0 need the log-space form
+    C = c.transpose(1, 2).contiguous()
+    assert (C[1, 0] == 0).any()
+    inv, t2 = 1 / C.clamp(min=1), torch.full((R,), 0.04, dtype=torch.float64)
+    tests = {"t": sigma, "u": sigma.flip(0)}
+    full = kernel_loss_grad(M, C, inv, sigma, p, t2, tests=tests, sigma_diag=diagonal_of(sigma))
+    assert full.exact_rows == [1]
+    for rows in ([0, 1, 2, 3, 4], [3, 1], [4]):
+        idx = torch.tensor(rows)
+        alone = kernel_test_errors(M[idx], C[idx], inv[idx], sigma[idx], p[idx], t2[idx],
+                                   {k: v[idx] for k, v in tests.items()},
+                                   [j for j, r in enumerate(rows) if r in full.exact_rows])
+        for name in tests:
+            assert torch.equal(alone[name], full.tests[name][idx]), (rows, name)

@@ -129,13 +129,16 @@ class _BatchLoop:
         """Record the rows in ``record`` at this step: one host transfer for all of them. Steps
         computed without the full attention (a run that converged between log steps) evaluate it."""
         idx = torch.as_tensor(record, device=out.loss.device)
-        ev = out if full else self.batch.evaluate(record.tolist())
-        pick = (lambda t: t.index_select(0, idx)) if full else (lambda t: t)
-        names = list(ev.tests)
+        if full:
+            tests, attn = self.batch.test_errors(record.tolist(), out), out.attn.index_select(0, idx)
+        else:
+            ev = self.batch.evaluate(record.tolist())
+            tests, attn = ev.tests, ev.attn
+        names = list(tests)
         g = out.grad.index_select(0, idx)
         grad_norm = g.square().sum(-1).sum(-1).sqrt()  # norm of the step direction G (dL/dM) G
-        scal = torch.stack([*(pick(ev.tests[n]) for n in names), grad_norm]).detach().to("cpu", torch.float64).numpy()
-        attn = pick(ev.attn).detach().to("cpu", torch.float64).numpy()
+        scal = torch.stack([*(tests[n] for n in names), grad_norm]).detach().to("cpu", torch.float64).numpy()
+        attn = attn.detach().to("cpu", torch.float64).numpy()
         scores = self.batch.M.index_select(0, idx).detach().to("cpu", torch.float64).numpy()
         runs = self.rows[record]
         self.states.set_test_errors(runs, names, scal[:-1])

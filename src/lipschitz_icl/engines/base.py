@@ -71,6 +71,8 @@ class EngineBatch(Protocol):
 
     def evaluate(self, rows: list[int]): ...  # attention and test errors of some rows, no gradient
 
+    def test_errors(self, rows: list[int], out): ...  # test errors of some rows after a full step
+
     def update(self) -> None: ...  # one optimizer step on every run
 
     def keep(self, rows: list[int]) -> None: ...  # drop the runs that ended

@@ -17,7 +17,7 @@ import importlib
 
 import torch
 
-from .kernel_grad import KernelOut, diagonal_of, kernel_loss_grad
+from .kernel_grad import KernelOut, diagonal_of, kernel_loss_grad, kernel_test_errors
 from .kernel_spec import KernelSpec
 
 
@@ -83,10 +83,13 @@ class KernelBatch:
         return self.step_fused(full) if self.fused else self.step_unfused(full)
 
     def step_unfused(self, full: bool = False) -> KernelOut:
-        """``step`` by ``kernel_loss_grad``: ~67 torch operator calls at the quickstart's size."""
+        """``step`` by ``kernel_loss_grad``: ~67 torch operator calls at the quickstart's size. With a
+        diagonal Sigma the test errors are left to ``test_errors`` (they cost more than the step there and
+        share nothing with it, and a log step records about half the runs of the batch)."""
+        tests = self.tests if full and not self._tests_apart() else None
         out = kernel_loss_grad(
             self.M, self.counts, self.inv_c, self.sigma, self.p, self.tau2,
-            self.tests if full else None, need_grad=True, full_attn=full, sigma_diag=self.diag, weights=self.weights,
+            tests, need_grad=True, full_attn=full, sigma_diag=self.diag, weights=self.weights,
         )
         return self._precondition(out)
 
@@ -103,6 +106,23 @@ class KernelBatch:
             out.grad = torch.bmm(torch.bmm(self.G, out.grad), self.G)
         self.grad = out.grad
         return out
+
+    def _tests_apart(self) -> bool:
+        """Whether a full unfused step leaves the test errors to ``test_errors``: diagonal Sigma (kernel_diag),
+        where they are a separate computation anyway."""
+        return self.diag is not None and self.weights is None
+
+    def test_errors(self, rows: list[int], out: KernelOut) -> dict[str, torch.Tensor]:
+        """The test errors of ``rows`` at the current scores: taken from ``out`` (the step just made) where it
+        holds them, else computed for these rows only, with the same numbers as in a full step."""
+        idx = torch.tensor(rows, dtype=torch.long, device=self.device)
+        if out.tests or not self.tests:
+            return {name: t.index_select(0, idx) for name, t in out.tests.items()}
+        exact = set(out.exact_rows)
+        return kernel_test_errors(
+            self.M[idx], self.counts[idx], None if self.inv_c is None else self.inv_c[idx], self.sigma[idx],
+            self.p[idx], None if self.tau2 is None else self.tau2[idx], {k: v[idx] for k, v in self.tests.items()},
+            [j for j, r in enumerate(rows) if r in exact])
 
     def evaluate(self, rows: list[int]) -> KernelOut:
         """Attention and test errors at the current scores, for some rows (no gradient)."""

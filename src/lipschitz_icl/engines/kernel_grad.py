@@ -44,6 +44,7 @@ class KernelOut:
     grad: torch.Tensor | None  # (R, K, K) dL/dM (not preconditioned; when asked for)
     tests: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> (R,) loss under a test Sigma
     table: torch.Tensor | None = None  # (R, 2 + K) [loss, min_k Attn_k, Attn_k], when the step made it
+    exact_rows: list[int] = field(default_factory=list)  # runs recomputed in log space (P underflowed)
 
     def summary_table(self) -> torch.Tensor:
         """(R, 2 + K): loss, min_k Attn_k and every Attn_k of each run (what the trainer reads per step)."""
@@ -165,13 +166,35 @@ def kernel_loss_grad(
     args = (counts, inv_c, sigma, p, tau2, tests or {}, need_grad, full_attn, chunk_elements, sigma_diag, weights)
     out = _loss_grad(M, *args, exact=False)
     if not math.isfinite(float(out.loss.sum())):  # P underflowed (or a run diverged): redo those runs
-        for r in (~torch.isfinite(out.loss)).nonzero().flatten().tolist():
+        out.exact_rows = (~torch.isfinite(out.loss)).nonzero().flatten().tolist()
+        for r in out.exact_rows:
             one = _loss_grad(M[r : r + 1], *_rows(args, r), exact=True)
             for name in ("loss", "attn_self", "attn", "grad"):
                 if getattr(out, name) is not None:
                     getattr(out, name)[r] = getattr(one, name)[0]
             for name in out.tests:
                 out.tests[name][r] = one.tests[name][0]
+    return out
+
+
+def kernel_test_errors(
+    M: torch.Tensor,
+    counts: torch.Tensor,
+    inv_c: torch.Tensor | None,
+    sigma: torch.Tensor,
+    p: torch.Tensor,
+    tau2: torch.Tensor | None,
+    tests: dict[str, torch.Tensor],
+    exact_rows: list[int],
+) -> dict[str, torch.Tensor]:
+    """The test errors alone, the very numbers ``kernel_loss_grad`` returns as ``tests`` for the same runs
+    (no weights): ``exact_rows``, the runs it recomputed in log space, are recomputed so here too."""
+    args = (counts, inv_c, sigma, p, tau2, tests, False, False, CHUNK_ELEMENTS, None, None)
+    out = _loss_grad(M, *args, exact=False, train=False).tests
+    for r in exact_rows:
+        one = _loss_grad(M[r : r + 1], *_rows(args, r), exact=True, train=False).tests
+        for name in out:
+            out[name][r] = one[name][0]
     return out
 
 
