@@ -61,8 +61,9 @@ class Run:
     theory's numbers), ``metrics`` (the tidy table of metrics.parquet), ``dir`` (its run directory, None
     when nothing was written) and ``params`` (the trained parameters).
 
-    ``metrics`` may be given as the recorder's Arrow table (``table()`` returns it as such): it becomes a
-    DataFrame when first read, so a sweep that only stores the table never pays for the conversion."""
+    ``metrics`` may be given as the recorder's Arrow table (``table()`` returns it as such), or as the Recorder
+    itself (its table is made when first asked for): it becomes a DataFrame when first read, so a sweep that
+    only stores the table never pays for the conversion, nor, for a batch, for one table per run."""
 
     config: Config
     summary: dict[str, Any]
@@ -70,28 +71,37 @@ class Run:
     dir: Path | None
     params: dict[str, torch.Tensor] | None  # the trained parameters (params.pt)
 
-    def __init__(self, config: Config, summary: dict[str, Any], metrics: pd.DataFrame | pa.Table,
+    def __init__(self, config: Config, summary: dict[str, Any], metrics: pd.DataFrame | pa.Table | Recorder,
                  dir: Path | None = None, params: dict[str, torch.Tensor] | None = None) -> None:  # noqa: A002
         self.config, self.summary, self.dir, self.params = config, summary, dir, params
         self._frame = metrics if isinstance(metrics, pd.DataFrame) else None
         self._table = metrics if isinstance(metrics, pa.Table) else None
+        self._recorder = metrics if isinstance(metrics, Recorder) else None
 
     @property
     def metrics(self) -> pd.DataFrame:
         """The tidy metrics table: step, metric, k, n, value."""
         if self._frame is None:
-            self._frame = metrics_frame(self._table) if self._table is not None else pd.DataFrame()
+            held = self._table is not None or self._recorder is not None
+            self._frame = metrics_frame(self.table()) if held else pd.DataFrame()
         return self._frame
 
     @metrics.setter
     def metrics(self, frame: pd.DataFrame) -> None:
-        self._frame, self._table = frame, None
+        self._frame, self._table, self._recorder = frame, None, None
 
     def table(self) -> pa.Table:
         """The metrics as an Arrow table of the recorder's schema (``recorder.SCHEMA``)."""
+        if self._table is None and self._recorder is not None:
+            self._table, self._recorder = self._recorder.table(), None
         if self._table is None:
             self._table = metrics_table(self.metrics) if len(self.metrics.columns) else SCHEMA.empty_table()
         return self._table
+
+    def table_source(self) -> pa.Table | Recorder:
+        """The metrics as held: the Recorder while no table was made from it (``recorder.joined_table``
+        makes the tables of a batch's runs at once), else ``table()``."""
+        return self._recorder if self._recorder is not None else self.table()
 
     def __repr__(self) -> str:
         s = self.summary

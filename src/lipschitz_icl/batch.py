@@ -107,7 +107,7 @@ def _train_group(configs: list[Config], group: list[int], built: dict, runs: lis
         problem, engine, theory = built.pop(i)
         engine.load_final_scores(outcome.final_scores)  # so that model_state() is the trained Q
         done(i, Run(configs[i], make_summary(configs[i], problem, theory, outcome),
-                    recorders[pos].table(), params=engine.model_state()))
+                    recorders[pos], params=engine.model_state()))
 
     train_batched([configs[i] for i in group], [built[i][1] for i in group], recorders, on_finish=finished,
                   on_step=on_step)

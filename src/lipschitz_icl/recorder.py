@@ -88,7 +88,7 @@ class Recorder:
         _, _, names, _, scores, heads = block
         return names, scores is None, None if heads is None else heads.shape[1:]
 
-    def _segment(self, blocks: list[Block]) -> dict[str, np.ndarray]:
+    def _segment(self, blocks: list[Block]) -> pa.Table:
         """Rows of the records of ``blocks``, which share their extra names: per record, in order,
         loss, the extras, attn_min, attn_mean, attn_self (k), attn_cross (k, n), then A (k) and
         B (k, n) when the model has a merged Q, then the same attention rows per layer and head."""
@@ -115,15 +115,10 @@ class Recorder:
                 for head in range(heads.shape[2]):
                     self._attention_rows(heads[:, layer, head], f"@L{layer}H{head}", add, mean=False)
         values = np.concatenate(blocks_out, axis=1)  # (T, rows per record)
-        width = values.shape[1]
-        return {
-            "step": np.repeat(steps, width),
-            "metric": np.tile(np.arange(width, dtype=np.int32), T),  # indices into "names"
-            "names": np.asarray(metrics, dtype=object),
-            "k": np.tile(np.asarray(ks, dtype=np.int64), T),
-            "n": np.tile(np.asarray(ns, dtype=np.int64), T),
-            "value": values.reshape(-1),
-        }
+        k, n = np.tile(np.asarray(ks, dtype=np.int64), T), np.tile(np.asarray(ns, dtype=np.int64), T)
+        arrays = [pa.array(np.repeat(steps, values.shape[1])), _tiled_text(metrics, T), pa.array(k, mask=k < 0),
+                  pa.array(n, mask=n < 0), pa.array(values.reshape(-1))]
+        return pa.Table.from_arrays(arrays, schema=SCHEMA)
 
     def _attention_rows(self, a: np.ndarray, suffix: str, add, mean: bool) -> None:
         """attn_min, (attn_mean), attn_self (k) and attn_cross (k, n) of attention stacks a (T, K, K)."""
@@ -152,22 +147,61 @@ class Recorder:
         keys = [self._key(b) for b in self._blocks]
         bounds = [0] + [t for t in range(1, len(keys)) if keys[t] != keys[t - 1]] + [len(keys)]
         segs = [self._segment(self._blocks[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
-        offsets = np.cumsum([0] + [len(c["names"]) for c in segs[:-1]])
-        for seg, offset in zip(segs, offsets.tolist(), strict=True):
-            seg["metric"] += offset
-        cols = segs[0] if len(segs) == 1 else {key: np.concatenate([c[key] for c in segs])
-                                               for key in [*SCHEMA.names, "names"]}
-        arrays = [
-            pa.array(cols["step"]),
-            pc.take(pa.array(cols["names"], type=pa.string()), pa.array(cols["metric"])),  # names by index, in C++
-            pa.array(cols["k"], mask=cols["k"] < 0),
-            pa.array(cols["n"], mask=cols["n"] < 0),
-            pa.array(cols["value"]),
-        ]
-        return pa.Table.from_arrays(arrays, schema=SCHEMA)
+        return segs[0] if len(segs) == 1 else pa.concat_tables(segs)
 
     def frame(self) -> pd.DataFrame:
         return metrics_frame(self.table())
+
+    def _one_shape(self) -> tuple | None:
+        """What a recorder's blocks share when they make one segment and derive nothing (the batched trainer's
+        records: one block per run), else None: recorders of equal shape assemble their tables together."""
+        keys = {self._key(b) for b in self._blocks}
+        if self.derive is not None or len(keys) != 1:
+            return None
+        return self.K, keys.pop()
+
+
+def _tiled_text(names: list[str], T: int) -> pa.Array:
+    """``names`` repeated T times as one Arrow string array, its buffers made by NumPy (the metric column:
+    every record has the same names; a string per row from Python, or a gather by index, cost far more)."""
+    encoded = [name.encode() for name in names]
+    lengths = np.array([len(b) for b in encoded], dtype=np.int64)
+    per_record = int(lengths.sum())
+    if T * per_record >= 2**31:  # beyond a string array's 32-bit offsets: gather by index, in chunks
+        return pa.chunked_array([pc.take(pa.array(names, pa.string()), pa.array(np.tile(np.arange(len(names)), T)))])
+    starts = np.concatenate([[0], np.cumsum(lengths)])[:-1]
+    offsets = np.append((np.arange(T, dtype=np.int64)[:, None] * per_record + starts).reshape(-1), T * per_record)
+    data = np.tile(np.frombuffer(b"".join(encoded), dtype=np.uint8), T)
+    return pa.StringArray.from_buffers(T * len(names), pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data))
+
+
+def as_table(metrics: pa.Table | Recorder) -> pa.Table:
+    """A run's metrics as an Arrow table of SCHEMA: the table, or the recorder's."""
+    return metrics.table() if isinstance(metrics, Recorder) else metrics.select(SCHEMA.names).cast(SCHEMA)
+
+
+def joined_table(parts: list[pa.Table | Recorder]) -> tuple[pa.Table, list[int]]:
+    """The metrics of many runs (each a table, or a Recorder standing for its ``table()``) as one table, in
+    order, and each run's number of rows: the rows of their tables concatenated, but the records of
+    consecutive recorders of one shape assembled in one pass instead of one per run (the tidy rows of
+    each record depend on that record alone)."""
+    tables, counts, start = [], [], 0
+    while start < len(parts):
+        shape = parts[start]._one_shape() if isinstance(parts[start], Recorder) else None
+        stop = start + 1
+        while shape is not None and stop < len(parts) and isinstance(parts[stop], Recorder) and (
+                not parts[stop]._blocks or parts[stop]._one_shape() == shape):
+            stop += 1
+        if shape is None:
+            tables.append(as_table(parts[start]))
+            counts.append(tables[-1].num_rows)
+        else:
+            group = parts[start:stop]
+            tables.append(group[0]._segment([b for r in group for b in r._blocks]))
+            width = tables[-1].num_rows // sum(len(b[0]) for r in group for b in r._blocks)  # rows per record
+            counts += [width * sum(len(b[0]) for b in r._blocks) for r in group]
+        start = stop
+    return (pa.concat_tables(tables) if tables else SCHEMA.empty_table()), counts
 
 
 def _joined(parts: list[Any]) -> Any:

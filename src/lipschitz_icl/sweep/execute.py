@@ -22,7 +22,7 @@ import yaml
 
 from ..config import Config
 from ..errors import UserInputError
-from ..recorder import SCHEMA
+from ..recorder import SCHEMA, as_table
 from ..store import SUMMARY_FILE, atomic_write_text, json_text, write_run_files
 from .dask_backend import close_client, connect_scheduler, open_local_cluster, run_on_dask, warm_fork_server
 from .index import FINISHED, INDEX_FILE, RUNS_DIR, Index, StoredRun, load_index
@@ -224,7 +224,7 @@ class _Recorder:
     def _write_dir(self, point: Point, result: dict[str, Any], summary: dict) -> bool:
         """``--run-dirs``: the run's own directory (config.yaml, metrics.parquet, params.pt, summary.json).
         False, and ``summary`` made ``failed``, where the directory holds another config's run."""
-        metrics = result["metrics"] if result["metrics"] is not None else SCHEMA.empty_table()
+        metrics = as_table(result["metrics"]) if result["metrics"] is not None else SCHEMA.empty_table()
         run_dir = self.sweep_dir / RUNS_DIR / self.names[point.config_hash]
         owner = _owner(run_dir)
         if owner is not None and owner != point.config_hash:  # never write one run over another

@@ -28,7 +28,7 @@ import torch
 from ..api import Run, load_run
 from ..config import validate_config
 from ..errors import UserInputError
-from ..recorder import SCHEMA, metrics_frame
+from ..recorder import SCHEMA, Recorder, joined_table, metrics_frame
 from ..store import (
     METRICS_FILE,
     SUMMARY_FILE,
@@ -58,18 +58,19 @@ def batch_file(hashes: Iterable[str]) -> str:
 Encoded = tuple[str, bytes, bytes | None]  # (file name, parquet bytes, params bytes or None)
 
 
-def encode_batch(tables: dict[str, pa.Table], params: dict[str, dict[str, torch.Tensor]]) -> Encoded:
-    """The metrics ``tables`` (config hash -> table of ``recorder.SCHEMA``) as the bytes of one checksummed
-    parquet file, ``params`` (config hash -> state dict; may be empty) as the bytes of one torch file, and
-    the file's name: what ``write_batch`` writes (a Dask worker encodes its batch, the driver only writes)."""
-    held = {h: t.select(SCHEMA.names) for h, t in tables.items() if t.num_rows}  # a failed run has no rows
+def encode_batch(tables: dict[str, pa.Table | Recorder], params: dict[str, dict[str, torch.Tensor]]) -> Encoded:
+    """The metrics ``tables`` (config hash -> table of ``recorder.SCHEMA``, or the Recorder that makes it) as the
+    bytes of one checksummed parquet file, ``params`` (config hash -> state dict; may be empty) as the bytes of
+    one torch file, and the file's name: what ``write_batch`` writes (a Dask worker encodes its batch, the driver
+    only writes)."""
+    table, rows = joined_table(list(tables.values()))
+    held = [(h, n) for h, n in zip(tables, rows, strict=True) if n]  # a failed run has no rows
     if not held:
         table = TABLE_SCHEMA.empty_table()
     else:
-        table = pa.concat_tables(list(held.values())).cast(SCHEMA)
-        codes = np.repeat(np.arange(len(held), dtype=np.int32), [t.num_rows for t in held.values()])
+        codes = np.repeat(np.arange(len(held), dtype=np.int32), [n for _, n in held])
         table = table.add_column(0, pa.field(KEY, KEY_TYPE), pa.DictionaryArray.from_arrays(
-            pa.array(codes), pa.array(list(held), pa.string())))
+            pa.array(codes), pa.array([h for h, _ in held], pa.string())))
     saved = params_bytes(params) if params else None
     meta = {PARAMS_SHA256: hashlib.sha256(saved).hexdigest().encode()} if saved is not None else None
     return batch_file(tables), parquet_bytes(table.replace_schema_metadata(meta)), saved

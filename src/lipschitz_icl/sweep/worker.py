@@ -16,7 +16,7 @@ from ..api import Run, versions
 from ..api import run as run_api
 from ..batch import run_many
 from ..config import Config, validate_config
-from ..recorder import SCHEMA
+from ..recorder import SCHEMA, as_table
 from ..train_batch import StepFn
 from .results import Encoded, encode_batch
 
@@ -75,7 +75,7 @@ def _encode(run: Run, save_params: bool, elapsed_s: float) -> dict[str, Any]:
     params = None
     if save_params and run.params is not None:
         params = {k: v.detach().cpu() for k, v in run.params.items()}
-    return {"summary": run.summary, "metrics": run.table(), "params": params, "elapsed_s": elapsed_s,
+    return {"summary": run.summary, "metrics": run.table_source(), "params": params, "elapsed_s": elapsed_s,
             "config": run.config.model_dump_json()}
 
 
@@ -123,7 +123,9 @@ def run_batch_task(datas: list[ConfigData], save_params: bool = True, hashes: li
         torch.set_num_threads(1)
     results: list[tuple[int, dict[str, Any]]] = []
     execute_batch(datas, lambda pos, result: results.append((pos, result)), save_params)
-    if hashes is None:
+    if hashes is None:  # the results travel to the driver: tables, not recorders
+        for _, result in results:
+            result["metrics"] = as_table(result["metrics"])
         return results, None
     encoded = encode_results([r for _, r in results], [hashes[pos] for pos, _ in results])
     for _, result in results:
@@ -134,7 +136,7 @@ def run_batch_task(datas: list[ConfigData], save_params: bool = True, hashes: li
 def encode_results(results: list[dict[str, Any]], hashes: list[str]) -> Encoded:
     """``encode_batch`` of results (``execute_config``'s form), the run of config ``hashes[i]`` in ``results[i]``."""
     tables = {h: r["metrics"] if r["metrics"] is not None else SCHEMA.empty_table()
-              for h, r in zip(hashes, results, strict=True)}
+              for h, r in zip(hashes, results, strict=True)}  # tables, or recorders of the runs just trained
     params = {h: r["params"] for h, r in zip(hashes, results, strict=True) if r.get("params") is not None}
     return encode_batch(tables, params)
 

@@ -1,0 +1,58 @@
+"""``recorder.joined_table``: a batch's tables made in one pass are the per-run tables concatenated."""
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lipschitz_icl as li
+from lipschitz_icl.batch import run_many
+from lipschitz_icl.recorder import SCHEMA, Recorder, _tiled_text, joined_table
+
+
+def _recorder(K: int, steps: list[int], extras: list[dict], seed: int) -> Recorder:
+    rng = np.random.default_rng(seed)
+    rec = Recorder(K)
+    for step, extra in zip(steps, extras, strict=True):
+        rec.record(step, float(rng.random()), rng.random((K, K)), rng.random((K, K)), extra)
+    return rec
+
+
+def _parts() -> list:
+    cfgs = [li.load_config("configs/quickstart.yaml", [f"task.L={L}", f"seed={s}", "train.steps=30"])
+            for L in (0.5, 4.0) for s in (0, 1)]
+    cfgs.append(li.load_config("configs/quickstart.yaml", ["eval.geometry=true", "train.steps=20"]))  # derives
+    batch = [r.table_source() for r in run_many(cfgs)]
+    assert sum(isinstance(p, Recorder) for p in batch) >= 4
+    nan_attn = _recorder(3, [0, 1], [{}, {}], 7)
+    nan_attn._blocks[0][3][0] = np.nan  # a record whose attention is all NaN
+    return [
+        *batch[:2], Recorder(5), *batch[2:],  # an empty recorder between recorders of one shape
+        _recorder(3, [0, 1, 2], [{"x": 1.0}, {"x": 2.0}, {"y": 3.0}], 1),  # two segments: extras change
+        batch[0].table() if isinstance(batch[0], Recorder) else batch[0],  # a table among recorders
+        _recorder(3, [0, 5], [{}, {}], 2), _recorder(3, [1], [{}], 3), nan_attn,  # one shape, other K
+        Recorder(3),
+    ]
+
+
+def test_joined_table_is_the_per_run_tables_concatenated():
+    parts = _parts()
+    table, rows = joined_table(parts)
+    singles = [p.table() if isinstance(p, Recorder) else p for p in parts]
+    assert rows == [t.num_rows for t in singles]
+    expected = pa.concat_tables(singles)
+    assert table.schema.equals(SCHEMA)
+    for name in ("step", "metric", "k", "n"):
+        assert table[name].equals(expected[name]), name
+    values, want = (t["value"].to_numpy() for t in (table, expected))
+    assert np.array_equal(values.view(np.int64), want.view(np.int64))  # bit for bit, NaN included
+
+
+def test_joined_table_of_nothing_is_empty():
+    table, rows = joined_table([])
+    assert rows == [] and table.num_rows == 0 and table.schema.equals(SCHEMA)
+
+
+@pytest.mark.parametrize("T", [0, 1, 3])
+def test_tiled_text_repeats_the_names(T):
+    names = ["loss", "attn_cross", "", "B", "ü"]
+    assert _tiled_text(names, T).to_pylist() == names * T
