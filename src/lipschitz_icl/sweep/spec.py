@@ -50,6 +50,7 @@ from ..store import safe_name
 
 MAX_POINTS = 100_000  # refuse specs that expand to more runs than this (counted before expanding)
 MAX_RANGE = 100_000  # at most this many values from one linspace/logspace
+HELD_CONFIGS = 512  # points whose validated config is kept (nothing in the toolkit changes a Config)
 
 _NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _RANGE = re.compile(rf"^\s*(linspace|logspace)\(\s*({_NUM})\s*,\s*({_NUM})\s*,\s*(\d+)\s*\)\s*$")
@@ -152,9 +153,9 @@ NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
 
 @dataclass
 class Point:
-    """One run of a sweep: its position, the axis values that define it, its config hash and run
-    name. The validated config is rebuilt on demand (``config``): a sweep of 10^5 points keeps
-    10^5 small records in memory, not 10^5 configs."""
+    """One run of a sweep: its position, axis values, config hash and run name. The validated config is rebuilt
+    on demand (``config``) past the first HELD_CONFIGS points: a sweep of 10^5 points keeps 10^5 small records
+    in memory, not 10^5 configs, and a small sweep validates each point once."""
 
     index: int
     axes: dict[str, Any]
@@ -176,10 +177,9 @@ class Point:
 
 
 def batch_group(cfg: Config) -> tuple:
-    """Which points may share a batch, from the config alone (the driver builds no problem): the
-    shape-defining settings of ``Engine.batch_key``; ``("alone",)`` for a point that cannot be batched.
-    Points of one group whose engines still differ (Sigma diagonal or not, say) are split again by
-    ``batch.plan_groups`` on the worker."""
+    """Which points may share a batch, from the config alone (the driver builds no problem): the shape-defining
+    settings of ``Engine.batch_key``; ``("alone",)`` for a point that cannot be batched. Points of one group whose
+    engines still differ (Sigma diagonal or not, say) are split again by ``batch.plan_groups`` on the worker."""
     if not batchable(cfg):
         return ("alone",)
     e, f = cfg.engine, cfg.features
@@ -342,10 +342,10 @@ def expand(spec: SweepSpec, base: dict[str, Any], feature_files: FeatureFiles | 
         if h in hashes:
             continue
         hashes.add(h)
-        key = batch_group(cfg)
+        key, keep = batch_group(cfg), len(points) < HELD_CONFIGS
+        make = (lambda c=cfg: c) if keep else functools.partial(_point_config, spec, base, axes, files)
         group = groups.setdefault(key, key)  # one tuple per group, shared by its points
-        points.append(Point(len(points), axes, h, run_name(axes, cfg, h), cfg.seed,
-                            lambda axes=axes: _point_config(spec, base, axes, files), group))
+        points.append(Point(len(points), axes, h, run_name(axes, cfg, h), cfg.seed, make, group))
     return points
 
 
