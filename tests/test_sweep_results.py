@@ -2,6 +2,7 @@
 its index rows, folders of both layouts, and the defaults (batch size by memory, no cluster for a small sweep)."""
 
 import sqlite3
+import threading
 
 import pandas as pd
 import pytest
@@ -10,7 +11,7 @@ import lipschitz_icl as li
 from lipschitz_icl.errors import UserInputError
 from lipschitz_icl.plots.sweeps import sweep_frame
 from lipschitz_icl.recorder import SCHEMA
-from lipschitz_icl.sweep import execute, load_index, load_metrics, load_runs, run_sweep
+from lipschitz_icl.sweep import execute, load_index, load_metrics, load_runs, local, run_sweep
 from lipschitz_icl.sweep.results import RESULTS_DIR, ResultReader, encode_batch
 
 TINY = {"train": {"steps": 8, "log_every": 4}, "engine": {"draws": 8}, "eval": {"functions": 8}}
@@ -137,3 +138,35 @@ def test_a_batch_with_runs_that_recorded_nothing_reads_back_checked(tmp_path):
     assert reader.metrics(name, "a" * 16).equals(run.table())
     assert reader.metrics(name, "b" * 16).num_rows == 0
     assert reader.metrics(name, "c" * 16).equals(run.table().slice(0, 7))
+
+
+@pytest.mark.parametrize("helper_fails", [False, True])
+def test_many_runs_stored_at_once_make_two_files_encoded_together(tmp_path, monkeypatch, helper_fails):
+    """A flush of SPLIT_RUNS runs or more, on more than one core, encodes two results files at once (a helper
+    thread does one): the same runs, metrics and params as one file made by one thread; an error while encoding
+    reaches the caller, and nothing of that flush is indexed."""
+    sweep = spec(grid={"task.L": [0.5, 1, 2, 4]}, seeds=2)
+    monkeypatch.setattr(local, "cores", lambda: 1)
+    one = run_sweep(sweep, tmp_path / "one", workers=1)
+    monkeypatch.setattr(local, "cores", lambda: 2)
+    monkeypatch.setattr(local, "SPLIT_RUNS", 4)
+    if helper_fails:
+        encode = local.encode_results
+
+        def failing(*args):
+            if threading.current_thread() is not threading.main_thread():
+                raise OSError("no space left on device")
+            return encode(*args)
+
+        monkeypatch.setattr(local, "encode_results", failing)
+        with pytest.raises(OSError, match="no space"):
+            run_sweep(sweep, tmp_path / "two", workers=1)
+        assert set(load_index(tmp_path / "two")["status"]) == {"pending"}
+        return
+    two = run_sweep(sweep, tmp_path / "two", workers=1)
+    assert one["results"].nunique() == 1 and two["results"].nunique() == 2
+    aside = ["wall_s", "elapsed_s", "finished_at", "results"]
+    pd.testing.assert_frame_equal(one.drop(columns=aside), two.drop(columns=aside))
+    pd.testing.assert_frame_equal(load_metrics(tmp_path / "one"), load_metrics(tmp_path / "two"))
+    for a, b in zip(load_runs(tmp_path / "one"), load_runs(tmp_path / "two"), strict=True):
+        assert a.params.keys() == b.params.keys() and all(a.params[k].equal(b.params[k]) for k in a.params)

@@ -283,7 +283,7 @@ def execute_points(
                 progress(0, 0, len(todo))
             alone = plan_batches(todo, batch) if client is None and (chosen or workers == 1) else None
             if alone is not None and (workers == 1 or len(alone) == 1):  # one batch: a cluster costs more
-                run_in_process(alone, recorder, save_params, every)  # than it saves (~3 s to start)
+                run_in_process(alone, recorder, save_params, every, encode=not run_dirs)  # than it saves
             elif todo:
                 if client is None:
                     client, cluster = open_local_cluster(min(workers, len(todo)))

@@ -1,32 +1,39 @@
 """``--workers 1``: a sweep's batches trained in the driver's process, one after the other, without Dask;
-the runs that stopped are stored together every FLUSH_S seconds (``LIPSCHITZ_ICL_FLUSH_S``)."""
+the runs that stopped are stored together every FLUSH_S seconds (``LIPSCHITZ_ICL_FLUSH_S``). Many runs stored at
+once make two results files, encoded at the same time by this thread and a helper thread (NumPy, Arrow and
+hashlib release the GIL: a second core does half the work). Encoding while the batch trains was tried: the
+helper thread then contends for the GIL with the step loop's many small torch calls, and the sweep got slower."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..config import Config
 from ..errors import UserInputError
 from ..interrupts import deferred_signals, interrupt_latch
 from ..limits import env_number
-from ..threads import single_threaded_torch
+from ..threads import cores, single_threaded_torch
+from .results import Encoded
 from .spec import Point
-from .worker import execute_batch
+from .worker import encode_results, execute_batch
 
 # a batch's results, [(point, result)], stored together; on Dask also their metrics and params already encoded
 # as a results file (``results.encode_batch``) when the task was asked to
 OnResult = Callable[..., None]
 FLUSH_S = 2.0  # runs that stopped are stored at least this often
 FLUSH_ENV = "LIPSCHITZ_ICL_FLUSH_S"  # overrides FLUSH_S (0: store each run the step after it stopped)
+SPLIT_RUNS = 128  # runs stored at once from which two results files are encoded at the same time
 
 
 def run_in_process(batches: Iterable[list[Point]], on_result: OnResult, save_params: bool,
-                   every: float = FLUSH_S) -> None:
+                   every: float = FLUSH_S, encode: bool = True) -> None:
     """``--workers 1``: every batch in this process, one after the other, without Dask. Runs that stopped are
     stored together at most FLUSH_S seconds after they stopped, at the end of each batch, and when Ctrl-C
-    stops it."""
+    stops it; ``encode``: results files encoded here, two at once for many runs (else ``on_result`` stores
+    them itself: run directories)."""
     with single_threaded_torch(), interrupt_latch() as check_interrupt:  # same numbers as on the workers
         for points in batches:
             check_interrupt()  # a Ctrl-C that some library swallowed while the last batch was written
@@ -41,13 +48,13 @@ def run_in_process(batches: Iterable[list[Point]], on_result: OnResult, save_par
 
             def tick(pending: list = pending, last: list = last, every: float = every) -> None:
                 if pending and time.monotonic() - last[0] >= every:
-                    _flush(on_result, pending)
+                    _flush(on_result, pending, encode)
                     last[0] = time.monotonic()
 
             try:
                 execute_batch([_in_process(p.config) for p in points], stopped, save_params, tick)
             finally:
-                _flush(on_result, pending)
+                _flush(on_result, pending, encode)
             if "interrupted" in statuses:  # Ctrl-C inside the training loop
                 raise KeyboardInterrupt
 
@@ -71,8 +78,26 @@ def flush_every() -> float:
     return value
 
 
-def _flush(on_result: OnResult, pending: list[tuple[Point, dict[str, Any]]]) -> None:
-    """Store the pending results (Ctrl-C waits until they are) and empty the list."""
+def _flush(on_result: OnResult, pending: list[tuple[Point, dict[str, Any]]], encode: bool = False) -> None:
+    """Store the pending results (Ctrl-C waits until they are) and empty the list; ``encode``: as results files
+    encoded here, two at once (this thread and a helper) for SPLIT_RUNS runs or more on more than one core."""
     with deferred_signals():
-        on_result(list(pending))
+        if encode and len(pending) >= SPLIT_RUNS and cores() > 1:
+            half = len(pending) // 2
+            first, second = pending[:half], pending[half:]
+            with ThreadPoolExecutor(1, thread_name_prefix="lipschitz-icl-encode") as helper:
+                encoding = helper.submit(_encode, first)
+                encoded = _encode(second)
+                on_result(first, encoding.result())
+            del pending[:half]
+            on_result(second, encoded)
+        elif encode and pending:
+            on_result(list(pending), _encode(pending))
+        elif pending:
+            on_result(list(pending))
         pending.clear()
+
+
+def _encode(batch: list[tuple[Point, dict[str, Any]]]) -> Encoded:
+    """A batch's results file (``results.encode_batch``)."""
+    return encode_results([r for _, r in batch], [p.config_hash for p, _ in batch])
