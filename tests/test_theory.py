@@ -11,10 +11,13 @@ from typer.testing import CliRunner
 from lipschitz_icl.cli import app
 from lipschitz_icl.config import load_config, validate_config
 from lipschitz_icl.problem import build_problem
+from lipschitz_icl.tasks import KernelEstimate
 from lipschitz_icl.theory import (
+    _nondegeneracy,
     eta_max,
     flat_time_scale,
     hessian_top_eigenvalue_at,
+    nondegeneracy,
     theory_report,
     training_objective_at_init,
 )
@@ -113,3 +116,19 @@ def test_cli_theory_bad_input(args):
     res = runner.invoke(app, ["theory", *args])
     assert res.exit_code == 2
     assert "Traceback" not in res.output and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_delta_of_an_exact_kernel_is_kept_by_its_inputs_only():
+    """nondegeneracy keeps (delta, se) of exact kernels for the next configs: equal inputs give the kept numbers,
+    any other Sigma, V or L its own; Monte-Carlo kernels are computed every time."""
+    gen = torch.Generator().manual_seed(3)
+    V = torch.randn(4, 3, generator=gen, dtype=torch.float64)
+    F = torch.randn(50, 3, generator=gen, dtype=torch.float64)
+    sigma = F.T @ F / 50
+    exact = KernelEstimate(sigma, torch.zeros_like(sigma), 0)
+    for s, v, L in ((sigma, V, 2.0), (sigma, V, 3.0), (sigma * 1.5, V, 2.0), (sigma, V * 2, 2.0), (sigma, V, 2.0)):
+        kernel = KernelEstimate(s, torch.zeros_like(s), 0)
+        assert nondegeneracy(kernel, v, L) == _nondegeneracy(kernel, v, L)
+    assert nondegeneracy(exact, V, 2.0) != nondegeneracy(exact, V, 3.0)
+    mc = KernelEstimate(sigma, torch.zeros_like(sigma), 50, F)
+    assert nondegeneracy(mc, V, 2.0) == _nondegeneracy(mc, V, 2.0) and nondegeneracy(mc, V, 2.0)[1] > 0

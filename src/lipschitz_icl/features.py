@@ -44,6 +44,11 @@ class FeatureSet:
         return torch.cdist(self.V.T, self.V.T)
 
     @functools.cached_property
+    def pinv(self) -> torch.Tensor:
+        """V^+ (K x d), the pseudo-inverse (computed once)."""
+        return torch.linalg.pinv(self.V)
+
+    @functools.cached_property
     def delta_sep(self) -> float:
         """Delta = min_{k != n} ||v_k - v_n|| (computed once)."""
         D = self.distances

@@ -50,7 +50,23 @@ class Theory:
 
 
 def nondegeneracy(kernel: KernelEstimate, V: torch.Tensor, L: float) -> tuple[float, float]:
-    """delta and its standard error, from Sigma (or the Monte-Carlo values behind it)."""
+    """delta and its standard error, from Sigma (or the Monte-Carlo values behind it). An exact Sigma gives the
+    same numbers for the same Sigma, V and L (a sweep's seeds and step sizes): kept for the next configs."""
+    if kernel.F is not None:
+        return _nondegeneracy(kernel, V, L)
+    key = (kernel.sigma.double().cpu().numpy().tobytes(), V.double().cpu().numpy().tobytes(), V.shape, float(L))
+    if key not in _RECENT_DELTAS:
+        while len(_RECENT_DELTAS) >= RECENT_DELTAS:
+            _RECENT_DELTAS.pop(next(iter(_RECENT_DELTAS)))
+        _RECENT_DELTAS[key] = _nondegeneracy(kernel, V, L)
+    return _RECENT_DELTAS[key]
+
+
+RECENT_DELTAS = 256  # (delta, its standard error) of exact kernels kept
+_RECENT_DELTAS: dict[tuple, tuple[float, float]] = {}  # oldest first
+
+
+def _nondegeneracy(kernel: KernelEstimate, V: torch.Tensor, L: float) -> tuple[float, float]:
     S = kernel.sigma.double()
     K = S.shape[0]
     dist = torch.cdist(V.T.double(), V.T.double())

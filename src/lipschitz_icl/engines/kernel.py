@@ -201,7 +201,7 @@ class KernelEngine(Engine):
         name = "Gamma" if self.spec.linear else "Q"
         if self.space == "Q":
             return {name: self.Q.detach().cpu().clone()}
-        V_pinv = torch.linalg.pinv(self.V)  # V^+, (K, d)
+        V_pinv = self.fs.pinv if self.V is self.fs.V else torch.linalg.pinv(self.V)  # V^+, (K, d)
         return {name: (V_pinv.T @ self.M.detach().T @ V_pinv).cpu()}
 
     def score_metrics(self) -> ScoreMetrics | None:

@@ -67,6 +67,8 @@ def cast_features(fs: FeatureSet | ContinuousInputs, dtype: torch.dtype) -> Feat
     """The features with V and p in ``dtype`` (continuous inputs: drawn in ``dtype``)."""
     if isinstance(fs, ContinuousInputs):
         return fs.with_dtype(dtype)
+    if fs.V.dtype == dtype and fs.p.dtype == dtype:
+        return fs  # shared read-only (``problem.build_inputs``), with what it computed once
     return FeatureSet(fs.V.to(dtype), fs.p.to(dtype), fs.noise)
 
 
