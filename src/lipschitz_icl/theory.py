@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 
 import torch
 
@@ -44,7 +44,7 @@ class Theory:
     undefined: str | None = None  # why the quantities above are None
 
     def as_dict(self) -> dict:
-        out = asdict(self)
+        out = {f.name: getattr(self, f.name) for f in fields(self)}  # numbers and text: no deep copy (asdict's)
         why = out.pop("undefined")
         return out if why is None else {**out, "theory_undefined": why}
 
