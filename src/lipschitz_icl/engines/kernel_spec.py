@@ -6,6 +6,7 @@ same initial scores, Sigma, test kernels and count draws whichever path trains i
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass
@@ -130,7 +131,31 @@ def engine_inputs(problem: Problem) -> tuple[torch.device, torch.dtype, FeatureS
     return resolve_device(cfg.engine.device), dtype, cast_features(problem.features, dtype), test_tasks, model
 
 
+# what only the training loop reads: runs that differ in nothing else have the same KernelSpec
+LOOP_ONLY = {"name": True, "analysis": True, "theory": True,
+             "train": {"lr", "steps", "eps", "eps_mode", "log_every", "diverge_factor"}}
+RECENT_SPECS = 64  # specs kept for the next configs that differ only in their training loop (a sweep's step sizes)
+_RECENT_SPECS: dict[str, KernelSpec] = {}  # oldest first; never handed out (copies are)
+
+
 def kernel_spec(problem: Problem) -> KernelSpec:
+    """Everything a kernel run needs, from its problem. Configs that differ only in what the training loop reads
+    (``LOOP_ONLY``: eta, budget, epsilon, logging) get the same spec, built once: a copy sharing its tensors
+    (read only) with a generator of its own for later count draws."""
+    cfg = problem.config
+    if cfg.features.kind == "file":  # read again each time: the file may have changed
+        return _kernel_spec(problem)
+    key = cfg.model_dump_json(exclude=LOOP_ONLY)
+    spec = _RECENT_SPECS.pop(key, None) or _kernel_spec(problem)
+    _RECENT_SPECS[key] = spec
+    while len(_RECENT_SPECS) > RECENT_SPECS:
+        _RECENT_SPECS.pop(next(iter(_RECENT_SPECS)))
+    count_gen = torch.Generator(device=spec.count_gen.device)
+    count_gen.set_state(spec.count_gen.get_state())
+    return dataclasses.replace(spec, count_gen=count_gen)
+
+
+def _kernel_spec(problem: Problem) -> KernelSpec:
     cfg = problem.config
     device, dtype, fs, test_tasks, model = engine_inputs(problem)
     test_gen = make_generator(cfg.seed, "test")

@@ -1,0 +1,35 @@
+"""``kernel_spec`` builds a spec once for configs that differ only in their training loop (eta, budget, epsilon,
+logging): each gets a copy sharing the tensors and a count generator of its own."""
+
+import torch
+
+import lipschitz_icl as li
+from lipschitz_icl.engines import kernel_spec as ks
+from lipschitz_icl.problem import build_problem
+
+
+def _spec(*overrides: str) -> ks.KernelSpec:
+    return ks.kernel_spec(build_problem(li.load_config("configs/quickstart.yaml", ["engine.draws=8", *overrides])))
+
+
+def test_runs_that_differ_in_their_loop_share_a_spec_with_generators_of_their_own():
+    ks._RECENT_SPECS.clear()
+    a = _spec("train.lr=0.5", "train.optimizer=sgd")
+    b = _spec("train.lr=3", "train.steps=7", "train.eps=1e-6", "train.optimizer=sgd")
+    assert a.sigma is b.sigma and a.counts is b.counts and a.tests is b.tests  # built once
+    assert a.count_gen is not b.count_gen
+    first = a.new_counts()  # a's later draws leave b's generator where it was
+    assert torch.equal(b.new_counts(), first)
+    ks._RECENT_SPECS.clear()
+    fresh = _spec("train.lr=3", "train.optimizer=sgd")  # built anew: the same draws
+    assert torch.equal(fresh.counts, a.counts) and torch.equal(fresh.new_counts(), first)
+
+
+def test_anything_else_builds_its_own_spec():
+    ks._RECENT_SPECS.clear()
+    base = _spec()
+    for other in (["seed=1"], ["task.L=3"], ["prompt.N=9"], ["engine.draws=9"], ["eval.functions=5"],
+                  ["train.optimizer=sgd"]):
+        spec = _spec(*other)
+        assert spec.sigma is not base.sigma, other
+    assert not torch.equal(_spec("seed=1").counts, base.counts)
