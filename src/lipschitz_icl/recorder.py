@@ -170,11 +170,12 @@ def _tiled_text(names: list[str], T: int) -> pa.Array:
     if T * per_record >= 2**31:  # beyond a string array's 32-bit offsets: gather by index, in chunks
         return pa.chunked_array([pc.take(pa.array(names, pa.string()), pa.array(np.tile(np.arange(len(names)), T)))])
     starts = np.concatenate([[0], np.cumsum(lengths)])[:-1].astype(np.int32)
-    offsets = np.empty(T * len(names) + 1, dtype=np.int32)  # the value i spans data[offsets[i]:offsets[i + 1]]
-    np.add(np.arange(T, dtype=np.int32)[:, None] * np.int32(per_record), starts, out=offsets[:-1].reshape(T, len(names)))
+    width = len(names)  # rows per record
+    offsets = np.empty(T * width + 1, dtype=np.int32)  # the value i spans data[offsets[i]:offsets[i + 1]]
+    np.add(np.arange(T, dtype=np.int32)[:, None] * np.int32(per_record), starts, out=offsets[:-1].reshape(T, width))
     offsets[-1] = T * per_record
     data = np.tile(np.frombuffer(b"".join(encoded), dtype=np.uint8), T)
-    return pa.StringArray.from_buffers(T * len(names), pa.py_buffer(offsets), pa.py_buffer(data))
+    return pa.StringArray.from_buffers(T * width, pa.py_buffer(offsets), pa.py_buffer(data))
 
 
 def as_table(metrics: pa.Table | Recorder) -> pa.Table:
