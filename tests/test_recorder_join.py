@@ -1,6 +1,9 @@
 """``recorder.joined_table``: a batch's tables made in one pass are the per-run tables concatenated."""
 
+import pickle
+
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pytest
 
@@ -56,3 +59,14 @@ def test_joined_table_of_nothing_is_empty():
 def test_tiled_text_repeats_the_names(T):
     names = ["loss", "attn_cross", "", "B", "ü"]
     assert _tiled_text(names, T).to_pylist() == names * T
+
+
+def test_a_run_holding_its_recorder_pickles_with_its_table():
+    """run_many's Runs hold their Recorder until a table is asked for; pickled, they carry the table (a recorder
+    that derives geometry metrics holds a closure, which does not pickle)."""
+    cfgs = [li.load_config("configs/quickstart.yaml", ["train.steps=20", *extra])
+            for extra in ([], ["eval.geometry=true"])]
+    for run in run_many(cfgs):
+        assert isinstance(run.table_source(), Recorder)
+        back = pickle.loads(pickle.dumps(run))
+        pd.testing.assert_frame_equal(back.metrics, run.metrics)  # NaN where a geometry metric is undefined

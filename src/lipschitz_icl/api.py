@@ -98,6 +98,10 @@ class Run:
             self._table = metrics_table(self.metrics) if len(self.metrics.columns) else SCHEMA.empty_table()
         return self._table
 
+    def __getstate__(self) -> dict[str, Any]:
+        self.table()  # a pickled Run holds its table, not a Recorder (whose derive may be a closure)
+        return self.__dict__
+
     def table_source(self) -> pa.Table | Recorder:
         """The metrics as held: the Recorder while no table was made from it (``recorder.joined_table``
         makes the tables of a batch's runs at once), else ``table()``."""

@@ -52,7 +52,7 @@ class Theory:
 def nondegeneracy(kernel: KernelEstimate, V: torch.Tensor, L: float) -> tuple[float, float]:
     """delta and its standard error, from Sigma (or the Monte-Carlo values behind it). An exact Sigma gives the
     same numbers for the same Sigma, V and L (a sweep's seeds and step sizes): kept for the next configs."""
-    if kernel.F is not None:
+    if kernel.F is not None or kernel.sigma.numel() + V.numel() > KEPT_ELEMENTS:
         return _nondegeneracy(kernel, V, L)
     key = (kernel.sigma.double().cpu().numpy().tobytes(), V.double().cpu().numpy().tobytes(), V.shape, float(L))
     if key not in _RECENT_DELTAS:
@@ -63,6 +63,7 @@ def nondegeneracy(kernel: KernelEstimate, V: torch.Tensor, L: float) -> tuple[fl
 
 
 RECENT_DELTAS = 256  # (delta, its standard error) of exact kernels kept
+KEPT_ELEMENTS = 2**12  # only for Sigma and V this small (the key holds their bytes): at most 8 MB of keys
 _RECENT_DELTAS: dict[tuple, tuple[float, float]] = {}  # oldest first
 
 

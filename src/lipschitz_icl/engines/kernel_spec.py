@@ -135,7 +135,8 @@ def engine_inputs(problem: Problem) -> tuple[torch.device, torch.dtype, FeatureS
 LOOP_ONLY = {"name": True, "analysis": True, "theory": True,
              "train": {"lr", "steps", "eps", "eps_mode", "log_every", "diverge_factor"}}
 RECENT_SPECS = 64  # specs kept for the next configs that differ only in their training loop (a sweep's step sizes)
-_RECENT_SPECS: dict[str, KernelSpec] = {}  # oldest first; never handed out (copies are)
+KEPT_ELEMENTS = 2**16  # only specs this small are kept (count draws and test Sigmas): at most 32 MB in all
+_RECENT_SPECS: dict[tuple, KernelSpec] = {}  # oldest first; never handed out (copies are)
 
 
 def kernel_spec(problem: Problem) -> KernelSpec:
@@ -145,9 +146,10 @@ def kernel_spec(problem: Problem) -> KernelSpec:
     cfg = problem.config
     if cfg.features.kind == "file":  # read again each time: the file may have changed
         return _kernel_spec(problem)
-    key = cfg.model_dump_json(exclude=LOOP_ONLY)
+    key = (cfg.model_dump_json(exclude=LOOP_ONLY), id(problem.features))  # the features: shared by build_inputs
     spec = _RECENT_SPECS.pop(key, None) or _kernel_spec(problem)
-    _RECENT_SPECS[key] = spec
+    if spec.counts.numel() + sum(t.numel() for t in spec.tests.values()) <= KEPT_ELEMENTS:
+        _RECENT_SPECS[key] = spec
     while len(_RECENT_SPECS) > RECENT_SPECS:
         _RECENT_SPECS.pop(next(iter(_RECENT_SPECS)))
     count_gen = torch.Generator(device=spec.count_gen.device)
