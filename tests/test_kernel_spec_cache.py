@@ -33,3 +33,10 @@ def test_anything_else_builds_its_own_spec():
         spec = _spec(*other)
         assert spec.sigma is not base.sigma, other
     assert not torch.equal(_spec("seed=1").counts, base.counts)
+
+
+def test_large_specs_are_not_kept(monkeypatch):
+    ks._RECENT_SPECS.clear()
+    monkeypatch.setattr(ks, "KEPT_ELEMENTS", 10)  # the quickstart's draws and test Sigma hold more
+    assert _spec("train.lr=0.5").sigma is not _spec("train.lr=3").sigma
+    assert not ks._RECENT_SPECS
