@@ -1,6 +1,8 @@
 """``kernel_spec`` builds a spec once for configs that differ only in their training loop (eta, budget, epsilon,
 logging): each gets a copy sharing the tensors and a count generator of its own."""
 
+from concurrent.futures import ThreadPoolExecutor
+
 import torch
 
 import lipschitz_icl as li
@@ -40,3 +42,16 @@ def test_large_specs_are_not_kept(monkeypatch):
     monkeypatch.setattr(ks, "KEPT_ELEMENTS", 10)  # the quickstart's draws and test Sigma hold more
     assert _spec("train.lr=0.5").sigma is not _spec("train.lr=3").sigma
     assert not ks._RECENT_SPECS
+
+
+def test_threads_sharing_the_kept_specs_get_their_own_numbers(monkeypatch):
+    """Threads building specs at once (run_many from a thread pool), with evictions at every call."""
+    monkeypatch.setattr(ks, "RECENT_SPECS", 1)
+    problems = [build_problem(li.load_config("configs/quickstart.yaml", ["engine.draws=8", f"seed={s}",
+                                                                         f"train.lr={lr}"]))
+                for s in range(4) for lr in (0.5, 2.0)]
+    expected = [ks._kernel_spec(p).counts for p in problems]
+    with ThreadPoolExecutor(4) as pool:
+        for _ in range(5):
+            got = list(pool.map(lambda p: ks.kernel_spec(p).counts, problems))
+            assert all(torch.equal(a, b) for a, b in zip(got, expected, strict=True))

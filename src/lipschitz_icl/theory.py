@@ -55,11 +55,12 @@ def nondegeneracy(kernel: KernelEstimate, V: torch.Tensor, L: float) -> tuple[fl
     if kernel.F is not None or kernel.sigma.numel() + V.numel() > KEPT_ELEMENTS:
         return _nondegeneracy(kernel, V, L)
     key = (kernel.sigma.double().cpu().numpy().tobytes(), V.double().cpu().numpy().tobytes(), V.shape, float(L))
-    if key not in _RECENT_DELTAS:
-        while len(_RECENT_DELTAS) >= RECENT_DELTAS:
-            _RECENT_DELTAS.pop(next(iter(_RECENT_DELTAS)))
-        _RECENT_DELTAS[key] = _nondegeneracy(kernel, V, L)
-    return _RECENT_DELTAS[key]
+    found = _RECENT_DELTAS.get(key)
+    if found is None:
+        found = _RECENT_DELTAS[key] = _nondegeneracy(kernel, V, L)
+        while len(_RECENT_DELTAS) > RECENT_DELTAS:  # the oldest go (pop with a default: threads may share this)
+            _RECENT_DELTAS.pop(next(iter(_RECENT_DELTAS), None), None)
+    return found
 
 
 RECENT_DELTAS = 256  # (delta, its standard error) of exact kernels kept

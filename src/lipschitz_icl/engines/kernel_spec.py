@@ -150,8 +150,8 @@ def kernel_spec(problem: Problem) -> KernelSpec:
     spec = _RECENT_SPECS.pop(key, None) or _kernel_spec(problem)
     if spec.counts.numel() + sum(t.numel() for t in spec.tests.values()) <= KEPT_ELEMENTS:
         _RECENT_SPECS[key] = spec
-    while len(_RECENT_SPECS) > RECENT_SPECS:
-        _RECENT_SPECS.pop(next(iter(_RECENT_SPECS)))
+    while len(_RECENT_SPECS) > RECENT_SPECS:  # the oldest go (pop with a default: threads may share this)
+        _RECENT_SPECS.pop(next(iter(_RECENT_SPECS), None), None)
     count_gen = torch.Generator(device=spec.count_gen.device)
     count_gen.set_state(spec.count_gen.get_state())
     return dataclasses.replace(spec, count_gen=count_gen)
