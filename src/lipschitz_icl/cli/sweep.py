@@ -134,7 +134,10 @@ def status_command(
     """Count a sweep's runs by status (those of the spec run last; --all: every run) and list the failed ones."""
     with user_errors():
         rows = load_index(sweep_dir, current_only=not show_all)
-    table = Table(title=f"sweep {escape(str(sweep_dir))}" + (" (running)" if is_running(sweep_dir) else ""))
+    # the folder on a line of its own: as a table title it was wrapped to the table's width, mid-word
+    out.print(f"sweep {escape(str(sweep_dir))}" + (" (running)" if is_running(sweep_dir) else ""), highlight=False,
+              soft_wrap=True)
+    table = Table()
     table.add_column("status")
     table.add_column("runs", justify="right")
     for status, n in rows["status"].value_counts().sort_index().items():

@@ -142,8 +142,8 @@ def sweep_scale(size: Size) -> dict:
                    1.0).as_dict(),
         ],
         "notes": ["sweep: `run_sweep` with its defaults (results stored by batch, batch sized by memory, workers = "
-                  "cores, or this process for a sweep of one batch; params kept; --tiny: one "
-                  "worker), end to end; run dirs: the same with --run-dirs --batch 32; "
+                  "cores, or this process for a sweep of one batch; params kept; the test suite's tiny size: "
+                  "one worker), end to end; run dirs: the same with --run-dirs --batch 32; "
                   f"anchor: {ANCHORS[name]}, no files; floor: "
                   f"{step_flops(setting):.0f} flops per run-step at the measured dgemm rate"],
     }
