@@ -119,21 +119,21 @@ class KernelBatch:
         if out.tests or not self.tests:
             return {name: t.index_select(0, idx) for name, t in out.tests.items()}
         exact = set(out.exact_rows)
-        return kernel_test_errors(
-            self.M[idx], self.counts[idx], None if self.inv_c is None else self.inv_c[idx], self.sigma[idx],
-            self.p[idx], None if self.tau2 is None else self.tau2[idx], {k: v[idx] for k, v in self.tests.items()},
-            [j for j, r in enumerate(rows) if r in exact])
+        return kernel_test_errors(*self._inputs_of(idx), [j for j, r in enumerate(rows) if r in exact])
 
     def evaluate(self, rows: list[int]) -> KernelOut:
         """Attention and test errors at the current scores, for some rows (no gradient)."""
         idx = torch.tensor(rows, dtype=torch.long, device=self.device)
         return kernel_loss_grad(
-            self.M[idx], self.counts[idx], None if self.inv_c is None else self.inv_c[idx], self.sigma[idx],
-            self.p[idx], None if self.tau2 is None else self.tau2[idx],
-            {k: v[idx] for k, v in self.tests.items()}, need_grad=False, full_attn=True,
+            *self._inputs_of(idx), need_grad=False, full_attn=True,
             sigma_diag=None if self.diag is None else self.diag[idx],
             weights=None if self.weights is None else self.weights[idx],
         )
+
+    def _inputs_of(self, idx: torch.Tensor) -> tuple:
+        """(M, counts, inv_c, sigma, p, tau2, tests) of the rows ``idx``: what the loss of those runs reads."""
+        return (self.M[idx], self.counts[idx], None if self.inv_c is None else self.inv_c[idx], self.sigma[idx],
+                self.p[idx], None if self.tau2 is None else self.tau2[idx], {k: v[idx] for k, v in self.tests.items()})
 
     def update(self) -> None:
         """One gradient step of size eta on every run: M <- M - eta G (dL/dM) G (fused: in place)."""
