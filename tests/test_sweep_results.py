@@ -151,14 +151,14 @@ def test_many_runs_stored_at_once_make_two_files_encoded_together(tmp_path, monk
     monkeypatch.setattr(local, "cores", lambda: 2)
     monkeypatch.setattr(local, "SPLIT_RUNS", 4)
     if helper_fails:
-        encode = local.encode_results
+        encode = local.encode_pairs
 
         def failing(*args):
             if threading.current_thread() is not threading.main_thread():
                 raise OSError("no space left on device")
             return encode(*args)
 
-        monkeypatch.setattr(local, "encode_results", failing)
+        monkeypatch.setattr(local, "encode_pairs", failing)
         with pytest.raises(OSError, match="no space"):
             run_sweep(sweep, tmp_path / "two", workers=1)
         assert set(load_index(tmp_path / "two")["status"]) == {"pending"}

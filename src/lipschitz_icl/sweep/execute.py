@@ -29,7 +29,7 @@ from .index import FINISHED, INDEX_FILE, RUNS_DIR, Index, StoredRun, load_index
 from .local import flush_every, run_in_process
 from .results import RESULTS_DIR, Encoded, remove_unnamed, write_batch
 from .spec import Point, Sweep, batch_group, load_sweep
-from .worker import encode_results, failed_summary
+from .worker import encode_pairs, failed_summary
 
 ProgressFn = Callable[[int, int, int], None]  # (done, failed, total) over the runs this call executes
 SPEC_FILE = "sweep.yaml"
@@ -216,7 +216,7 @@ class _Recorder:
                      encoded: Encoded | None) -> list[StoredRun]:
         """One results file for the batch's metrics (and params); each run's config and summary go to the index."""
         if encoded is None:
-            encoded = encode_results([r for _, r in batch], [p.config_hash for p, _ in batch])
+            encoded = encode_pairs(batch)
         file = write_batch(self.sweep_dir, encoded)
         return [(file, _config_json(point, result), json_text(summary))
                 for (point, result), summary in zip(batch, summaries, strict=True)]

@@ -16,9 +16,8 @@ from ..errors import UserInputError
 from ..interrupts import deferred_signals, interrupt_latch
 from ..limits import env_number
 from ..threads import cores, single_threaded_torch
-from .results import Encoded
 from .spec import Point
-from .worker import encode_results, execute_batch
+from .worker import encode_pairs, execute_batch
 
 # a batch's results, [(point, result)], stored together; on Dask also their metrics and params already encoded
 # as a results file (``results.encode_batch``) when the task was asked to
@@ -86,18 +85,11 @@ def _flush(on_result: OnResult, pending: list[tuple[Point, dict[str, Any]]], enc
             half = len(pending) // 2
             first, second = pending[:half], pending[half:]
             with ThreadPoolExecutor(1, thread_name_prefix="lipschitz-icl-encode") as helper:
-                encoding = helper.submit(_encode, first)
-                encoded = _encode(second)
+                encoding = helper.submit(encode_pairs, first)
+                encoded = encode_pairs(second)
                 on_result(first, encoding.result())
             del pending[:half]
             on_result(second, encoded)
-        elif encode and pending:
-            on_result(list(pending), _encode(pending))
-        elif pending:
+        elif pending:  # one file: ``on_result`` encodes it (or writes run directories)
             on_result(list(pending))
         pending.clear()
-
-
-def _encode(batch: list[tuple[Point, dict[str, Any]]]) -> Encoded:
-    """A batch's results file (``results.encode_batch``)."""
-    return encode_results([r for _, r in batch], [p.config_hash for p, _ in batch])

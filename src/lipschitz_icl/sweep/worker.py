@@ -133,6 +133,11 @@ def run_batch_task(datas: list[ConfigData], save_params: bool = True, hashes: li
     return results, encoded
 
 
+def encode_pairs(pairs: list[tuple[Any, dict[str, Any]]]) -> Encoded:
+    """``encode_results`` of (sweep point, result) pairs, each run named by its point's config hash."""
+    return encode_results([r for _, r in pairs], [p.config_hash for p, _ in pairs])
+
+
 def encode_results(results: list[dict[str, Any]], hashes: list[str]) -> Encoded:
     """``encode_batch`` of results (``execute_config``'s form), the run of config ``hashes[i]`` in ``results[i]``."""
     tables = {h: r["metrics"] if r["metrics"] is not None else SCHEMA.empty_table()
