@@ -8,6 +8,7 @@ import pyarrow as pa
 import pytest
 
 import lipschitz_icl as li
+from lipschitz_icl import recorder
 from lipschitz_icl.batch import run_many
 from lipschitz_icl.recorder import SCHEMA, Recorder, _tiled_text, joined_table
 
@@ -61,6 +62,16 @@ def test_tiled_text_repeats_the_names(T):
     assert _tiled_text(names, T).to_pylist() == names * T
 
 
+@pytest.mark.parametrize("limit", [1, 16, 17, 40])
+def test_tiled_text_past_a_string_arrays_bytes_is_cut_into_whole_records(monkeypatch, limit):
+    names = ["loss", "attn_cross", "", "ü"]  # 17 bytes a record
+    monkeypatch.setattr(recorder, "TEXT_BYTES", limit)
+    text = _tiled_text(names, 5)
+    assert text.to_pylist() == names * 5
+    if limit < 5 * 17:
+        assert isinstance(text, pa.ChunkedArray) and all(len(c) % len(names) == 0 for c in text.chunks)
+
+
 def test_a_run_holding_its_recorder_pickles_with_its_table():
     """run_many's Runs hold their Recorder until a table is asked for; pickled, they carry the table (a recorder
     that derives geometry metrics holds a closure, which does not pickle)."""
@@ -70,3 +81,11 @@ def test_a_run_holding_its_recorder_pickles_with_its_table():
         assert isinstance(run.table_source(), Recorder)
         back = pickle.loads(pickle.dumps(run))
         pd.testing.assert_frame_equal(back.metrics, run.metrics)  # NaN where a geometry metric is undefined
+
+
+def test_a_recorders_table_with_its_metric_column_in_chunks_is_the_same(monkeypatch):
+    rec = _recorder(3, [0, 1, 2, 5], [{}, {}, {}, {}], 4)
+    whole = rec.table()
+    monkeypatch.setattr(recorder, "TEXT_BYTES", 100)
+    cut = rec.table()
+    assert cut["metric"].num_chunks > 1 and cut.equals(whole)

@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 import torch
 
 # (steps, scalars, extra names, attn, scores or None, heads or None): see Recorder._blocks
@@ -161,14 +160,19 @@ class Recorder:
         return self.K, keys.pop()
 
 
-def _tiled_text(names: list[str], T: int) -> pa.Array:
+TEXT_BYTES = 2**31 - 1  # the bytes one Arrow string array can hold (32-bit offsets)
+
+
+def _tiled_text(names: list[str], T: int) -> pa.Array | pa.ChunkedArray:
     """``names`` repeated T times as one Arrow string array, its buffers made by NumPy (the metric column:
-    every record has the same names; a string per row from Python, or a gather by index, cost far more)."""
+    every record has the same names; a string per row from Python, or a gather by index, cost far more).
+    Past TEXT_BYTES bytes (a string array's 32-bit offsets) it is cut into chunks of whole records."""
     encoded = [name.encode() for name in names]
     lengths = np.array([len(b) for b in encoded], dtype=np.int64)
     per_record = int(lengths.sum())
-    if T * per_record >= 2**31:  # beyond a string array's 32-bit offsets: gather by index, in chunks
-        return pa.chunked_array([pc.take(pa.array(names, pa.string()), pa.array(np.tile(np.arange(len(names)), T)))])
+    if T > 1 and T * per_record > TEXT_BYTES:  # (one record's names always fit)
+        most = max(1, TEXT_BYTES // max(per_record, 1))  # records per chunk
+        return pa.chunked_array([_tiled_text(names, min(most, T - s)) for s in range(0, T, most)], pa.string())
     starts = np.concatenate([[0], np.cumsum(lengths)])[:-1].astype(np.int32)
     width = len(names)  # rows per record
     offsets = np.empty(T * width + 1, dtype=np.int32)  # the value i spans data[offsets[i]:offsets[i + 1]]
