@@ -16,6 +16,7 @@ from .config import Config
 from .engines.sampled import PromptBatch, draw_prompts
 from .features import FeatureSet, make_features
 from .inputs import ContinuousInputs, is_continuous, make_continuous
+from .recent import kept
 from .rng import make_generator
 from .tasks import KernelEstimate, TaskClass, make_task
 
@@ -56,11 +57,8 @@ def build_inputs(cfg: Config) -> Inputs:
         return make_features(cfg.features, make_generator(cfg.seed, "features"))
     # the same features for the same settings (and seed, where they are drawn): built once, shared read-only
     key = (cfg.features.model_dump_json(), None if cfg.features.kind in FIXED_FEATURES else cfg.seed)
-    fs = _RECENT_FEATURES.pop(key, None) or make_features(cfg.features, make_generator(cfg.seed, "features"))
-    _RECENT_FEATURES[key] = fs
-    while len(_RECENT_FEATURES) > RECENT_FEATURES:
-        _RECENT_FEATURES.pop(next(iter(_RECENT_FEATURES)))
-    return fs
+    return kept(_RECENT_FEATURES, key, lambda: make_features(cfg.features, make_generator(cfg.seed, "features")),
+                RECENT_FEATURES)
 
 
 def build_problem(cfg: Config) -> Problem:

@@ -25,6 +25,7 @@ from .engines import build_engine
 from .engines.base import Objective
 from .models import effective_Q, make_model
 from .problem import Problem, build_problem
+from .recent import kept
 from .rng import make_generator
 from .tasks import KernelEstimate
 
@@ -55,12 +56,7 @@ def nondegeneracy(kernel: KernelEstimate, V: torch.Tensor, L: float) -> tuple[fl
     if kernel.F is not None or kernel.sigma.numel() + V.numel() > KEPT_ELEMENTS:
         return _nondegeneracy(kernel, V, L)
     key = (kernel.sigma.double().cpu().numpy().tobytes(), V.double().cpu().numpy().tobytes(), V.shape, float(L))
-    found = _RECENT_DELTAS.get(key)
-    if found is None:
-        found = _RECENT_DELTAS[key] = _nondegeneracy(kernel, V, L)
-        while len(_RECENT_DELTAS) > RECENT_DELTAS:  # the oldest go (pop with a default: threads may share this)
-            _RECENT_DELTAS.pop(next(iter(_RECENT_DELTAS), None), None)
-    return found
+    return kept(_RECENT_DELTAS, key, lambda: _nondegeneracy(kernel, V, L), RECENT_DELTAS)
 
 
 RECENT_DELTAS = 256  # (delta, its standard error) of exact kernels kept

@@ -17,6 +17,7 @@ import torch
 from ..features import FeatureSet
 from ..inputs import ContinuousInputs, records_geometry
 from ..models import effective_Q, is_linear, make_model
+from ..recent import kept
 from ..rng import make_generator
 from ..tasks import make_task
 from .base import resolve_device
@@ -147,11 +148,8 @@ def kernel_spec(problem: Problem) -> KernelSpec:
     if cfg.features.kind == "file":  # read again each time: the file may have changed
         return _kernel_spec(problem)
     key = (cfg.model_dump_json(exclude=LOOP_ONLY), id(problem.features))  # the features: shared by build_inputs
-    spec = _RECENT_SPECS.pop(key, None) or _kernel_spec(problem)
-    if spec.counts.numel() + sum(t.numel() for t in spec.tests.values()) <= KEPT_ELEMENTS:
-        _RECENT_SPECS[key] = spec
-    while len(_RECENT_SPECS) > RECENT_SPECS:  # the oldest go (pop with a default: threads may share this)
-        _RECENT_SPECS.pop(next(iter(_RECENT_SPECS), None), None)
+    spec = kept(_RECENT_SPECS, key, lambda: _kernel_spec(problem), RECENT_SPECS,
+                lambda s: s.counts.numel() + sum(t.numel() for t in s.tests.values()) <= KEPT_ELEMENTS)
     count_gen = torch.Generator(device=spec.count_gen.device)
     count_gen.set_state(spec.count_gen.get_state())
     return dataclasses.replace(spec, count_gen=count_gen)
