@@ -6,10 +6,13 @@ handed, so loading, overrides and error formatting can be reused (run configs, s
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import importlib
+import io
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -267,13 +270,40 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
     return data
 
 
-def import_plugin(module: str) -> None:
-    """Import a user module that registers task classes (named explicitly in ``plugins``).
+class PluginImportError(Exception):
+    """A user's module could not be imported; the message says why, in one line (after the module's name)."""
 
-    Importing runs the module's code: plugins are code, so only list modules you trust."""
+
+def import_isolated(module: str) -> None:
+    """Import a user's module (plugins are code: only name modules you trust) so that it cannot take the command
+    over: it sees no command-line arguments (``sys.argv`` is the program alone), what it prints goes to stderr
+    (never into a command's output), and an exit (``sys.exit``) or any error while importing is raised as
+    PluginImportError saying why, with the last line it printed."""
+    argv, printed = sys.argv, io.StringIO()
+    sys.argv = argv[:1]
     try:
-        importlib.import_module(module)
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+            importlib.import_module(module)
     except ImportError as e:
-        raise ConfigError("plugins", f"module {module!r} cannot be imported ({e})") from None
+        raise PluginImportError(f"cannot be imported ({e}){_last_line(printed)}") from None
+    except SystemExit as e:
+        raise PluginImportError(f"called sys.exit({e.code!r}) while importing{_last_line(printed)}") from None
     except Exception as e:  # noqa: BLE001 - a plugin that fails on import is reported, not a crash
-        raise ConfigError("plugins", f"module {module!r} failed while importing ({type(e).__name__}: {e})") from None
+        raise PluginImportError(f"failed while importing ({type(e).__name__}: {e}){_last_line(printed)}") from None
+    finally:
+        sys.argv = argv
+    sys.stderr.write(printed.getvalue())  # what it printed while importing fine: shown, on stderr
+
+
+def _last_line(printed: io.StringIO) -> str:
+    lines = [line.strip() for line in printed.getvalue().splitlines() if line.strip()]
+    return f"; it printed: {lines[-1][:200]!r}" if lines else ""
+
+
+def import_plugin(module: str) -> None:
+    """Import a user module that registers task classes or engines (named explicitly in ``plugins``): see
+    ``import_isolated``. One that fails is a ConfigError naming it."""
+    try:
+        import_isolated(module)
+    except PluginImportError as e:
+        raise ConfigError("plugins", f"module {module!r} {e}") from None

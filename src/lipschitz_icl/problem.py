@@ -16,14 +16,14 @@ from .config import Config
 from .engines.sampled import PromptBatch, draw_prompts
 from .features import FeatureSet, make_features
 from .inputs import ContinuousInputs, is_continuous, make_continuous
-from .recent import kept
+from .recent import kept, new_cache, tensor_marks
 from .rng import make_generator
 from .tasks import KernelEstimate, TaskClass, make_task
 
 Inputs = FeatureSet | ContinuousInputs  # what draws a prompt's tokens
 FIXED_FEATURES = ("orthonormal", "simplex")  # feature kinds that draw nothing: the same for every seed
 RECENT_FEATURES = 64  # feature sets kept for the next configs that ask for the same (a sweep's seeds)
-_RECENT_FEATURES: dict[tuple[str, int | None], FeatureSet] = {}  # oldest first
+_RECENT_FEATURES: dict[tuple[str, int | None], tuple[FeatureSet, tuple]] = new_cache()  # oldest first
 
 
 @dataclass
@@ -55,10 +55,16 @@ def build_inputs(cfg: Config) -> Inputs:
         return make_continuous(cfg.features)
     if cfg.features.kind == "file":
         return make_features(cfg.features, make_generator(cfg.seed, "features"))
-    # the same features for the same settings (and seed, where they are drawn): built once, shared read-only
+    # the same features for the same settings (and seed, where they are drawn): built once, shared; a set that a
+    # user changed in place (``build_problem(cfg).features.V *= 2``) is built again, never handed to the next run
     key = (cfg.features.model_dump_json(), None if cfg.features.kind in FIXED_FEATURES else cfg.seed)
     return kept(_RECENT_FEATURES, key, lambda: make_features(cfg.features, make_generator(cfg.seed, "features")),
-                RECENT_FEATURES)
+                RECENT_FEATURES, mark=features_mark)
+
+
+def features_mark(fs: FeatureSet) -> tuple:
+    """What changes when a feature set (a frozen dataclass) is changed in place: its V and p (``recent.kept``)."""
+    return tensor_marks(fs.V, fs.p)
 
 
 def build_problem(cfg: Config) -> Problem:

@@ -25,7 +25,7 @@ from .engines import build_engine
 from .engines.base import Objective
 from .models import effective_Q, make_model
 from .problem import Problem, build_problem
-from .recent import kept
+from .recent import kept, new_cache
 from .rng import make_generator
 from .tasks import KernelEstimate
 
@@ -61,7 +61,7 @@ def nondegeneracy(kernel: KernelEstimate, V: torch.Tensor, L: float) -> tuple[fl
 
 RECENT_DELTAS = 256  # (delta, its standard error) of exact kernels kept
 KEPT_ELEMENTS = 2**12  # only for Sigma and V this small (the key holds their bytes): at most 8 MB of keys
-_RECENT_DELTAS: dict[tuple, tuple[float, float]] = {}  # oldest first
+_RECENT_DELTAS: dict[tuple, tuple[tuple[float, float], None]] = new_cache()  # oldest first
 
 
 def _nondegeneracy(kernel: KernelEstimate, V: torch.Tensor, L: float) -> tuple[float, float]:

@@ -17,7 +17,7 @@ import torch
 from ..features import FeatureSet
 from ..inputs import ContinuousInputs, records_geometry
 from ..models import effective_Q, is_linear, make_model
-from ..recent import kept
+from ..recent import kept, new_cache, tensor_marks
 from ..rng import make_generator
 from ..tasks import make_task
 from .base import resolve_device
@@ -137,7 +137,7 @@ LOOP_ONLY = {"name": True, "analysis": True, "theory": True,
              "train": {"lr", "steps", "eps", "eps_mode", "log_every", "diverge_factor"}}
 RECENT_SPECS = 64  # specs kept for the next configs that differ only in their training loop (a sweep's step sizes)
 KEPT_ELEMENTS = 2**16  # only specs this small are kept (count draws and test Sigmas): at most 32 MB in all
-_RECENT_SPECS: dict[tuple, KernelSpec] = {}  # oldest first; never handed out (copies are)
+_RECENT_SPECS: dict[tuple, tuple[KernelSpec, tuple]] = new_cache()  # oldest first; never handed out (copies are)
 
 
 def kernel_spec(problem: Problem) -> KernelSpec:
@@ -149,10 +149,16 @@ def kernel_spec(problem: Problem) -> KernelSpec:
         return _kernel_spec(problem)
     key = (cfg.model_dump_json(exclude=LOOP_ONLY), id(problem.features))  # the features: shared by build_inputs
     spec = kept(_RECENT_SPECS, key, lambda: _kernel_spec(problem), RECENT_SPECS,
-                lambda s: s.counts.numel() + sum(t.numel() for t in s.tests.values()) <= KEPT_ELEMENTS)
+                lambda s: s.counts.numel() + sum(t.numel() for t in s.tests.values()) <= KEPT_ELEMENTS, spec_mark)
     count_gen = torch.Generator(device=spec.count_gen.device)
     count_gen.set_state(spec.count_gen.get_state())
     return dataclasses.replace(spec, count_gen=count_gen)
+
+
+def spec_mark(spec: KernelSpec) -> tuple:
+    """What changes when a tensor that copies of a kept spec share is changed in place (``recent.kept``)."""
+    return tensor_marks(spec.fs.V, spec.fs.p, spec.counts, spec.weights, spec.sigma, *spec.tests.values(), spec.p,
+                        spec.gram, spec.M0, spec.Q0)
 
 
 def _kernel_spec(problem: Problem) -> KernelSpec:

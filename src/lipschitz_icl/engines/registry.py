@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
+from ..registry_names import bind
 from .base import Engine
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ def register_engine(cls: type[Engine]) -> type[Engine]:
     """Class decorator: make ``cls`` available as ``engine.kind: <cls.name>``."""
     if not cls.name:
         raise ValueError(f"{cls.__name__} needs a class attribute `name` (its engine.kind)")
-    _ENGINES[cls.name] = cls
+    bind(_ENGINES, cls.name, cls, "engine")  # a built-in name, or another module's, is refused
     return cls
 
 

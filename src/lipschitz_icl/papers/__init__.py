@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 
+from ..config_io import PluginImportError, import_isolated
 from ..errors import UserInputError
 from ..experiments.registry import Paper, paper_claims, paper_ids, papers, register_paper
 
@@ -30,13 +31,11 @@ def load_plugins(modules: list[str]) -> None:
     only name modules you trust). One that cannot be imported raises UserInputError naming it."""
     for module in modules:
         try:
-            importlib.import_module(module)
-        except ImportError as e:
-            raise UserInputError(f"--plugins: module {module!r} cannot be imported ({e}); a plugin is a module or "
-                                 "package on the Python path (e.g. PYTHONPATH=.)") from None
-        except Exception as e:  # noqa: BLE001 - a plugin that fails on import is reported, not a crash
-            raise UserInputError(f"--plugins: module {module!r} failed while importing "
-                                 f"({type(e).__name__}: {e})") from None
+            import_isolated(module)
+        except PluginImportError as e:
+            hint = "; a plugin is a module or package on the Python path (e.g. PYTHONPATH=.)" if (
+                str(e).startswith("cannot be imported")) else ""
+            raise UserInputError(f"--plugins: module {module!r} {e}{hint}") from None
 
 
 __all__ = ["BUILTIN", "Paper", "load_plugins", "paper_claims", "paper_ids", "papers", "register_paper"]

@@ -16,6 +16,7 @@ import torch
 
 from ..errors import ConfigError, TaskEvaluationError
 from ..limits import max_elements
+from ..registry_names import bind
 
 Funcs = dict[str, torch.Tensor]  # parameters of n functions, each with leading axis n
 
@@ -143,7 +144,7 @@ def register_task(cls: type[TaskClass]) -> type[TaskClass]:
     """Class decorator: make a TaskClass subclass available as ``task.kind: <cls.name>``."""
     if not (isinstance(cls, type) and issubclass(cls, TaskClass)) or not cls.name:
         raise TypeError("register_task takes a TaskClass subclass with a non-empty name")
-    _REGISTRY[cls.name] = cls
+    bind(_REGISTRY, cls.name, cls, "task class")  # a built-in name, or another module's, is refused
     return cls
 
 
