@@ -39,11 +39,11 @@ def _claims():
 def test_the_claims_table_has_distinct_settings_and_forced_by(tmp_path):
     forced, read, plain = _claims()
     table = claims_table_md([forced, read, plain]).splitlines()
-    assert table[0].split(" | ")[3:5] == ["distinct settings", "forced by"]
+    assert table[0].split(" | ")[4:6] == ["distinct settings", "forced by"]
     rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in table[2:]}
-    assert rows["P1"][3] == "1 of 2" and "eta L^2" in rows["P1"][4]
-    assert rows["P5"][3] == "2 of 3" and rows["P5"][4] == ""
-    assert rows["B2"][3] == "—" and rows["B2"][4] == ""
+    assert rows["P1"][4] == "1 of 2" and "eta L^2" in rows["P1"][5]
+    assert rows["P5"][4] == "2 of 3" and rows["P5"][5] == ""
+    assert rows["B2"][4] == "—" and rows["B2"][5] == ""
     write_report(tmp_path, [forced, read, plain], META)
     page = (tmp_path / "report.html").read_text()
     head = re.search(r"<h2>Claims</h2><table>(.*?)</tr>", page).group(1)

@@ -98,7 +98,7 @@ def test_exports_csv_and_latex(tmp_path):
     assert list(frame["id"]) == ["P4", "B3"] and list(frame["forced"]) == [True, False]
     assert list(frame["censored"]) == [0, 3]
     tex = (tmp_path / "claims.tex").read_text()
-    assert "\\begin{tabular}" in tex and "P4 & supported & quick & True & 0" in tex
+    assert "\\begin{tabular}" in tex and "P4 & supported & controls missing & quick & True & 0" in tex
 
 
 def test_quick_and_full_side_by_side_say_why_they_differ(tmp_path):

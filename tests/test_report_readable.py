@@ -120,7 +120,7 @@ def test_the_claims_table_never_cuts_an_item_mid_word():
     stat = {f"n_phases_by_L[{x}]": 2 for x in ("0.474", "0.791", "1.11", "2.37", "4.74", "9.49")}
     stat |= {"fraction_two_phases_long_name_of_a_quantity": 1.0, "censored": []}
     c = claim("X9", "fraction_two_phases_long_name_of_a_quantity at least 0.8", stat, True, False)
-    cell = claims_table_md([c]).splitlines()[-1].split(" | ")[2]
+    cell = claims_table_md([c]).splitlines()[-1].split(" | ")[3]
     shown, _, rest = cell.partition(" … ")
     names = {f"{k}={v}" for k, v in flatten(stat)}
     assert all(item in names for item in shown.split(", ")), shown

@@ -11,9 +11,11 @@ from ..errors import UserInputError
 from ..experiments import claim_ids
 from ..experiments.checkpoint import ExperimentsInterrupted, signal_watch
 from ..experiments.claims import NO_VERDICT
+from ..experiments.controls import can_fail_cell
 from ..papers import load_plugins
 from ..report import Comparison, sorted_claims
 from ..report import update_readme as write_readme
+from ..report.evidence import counts_line
 from ..reproduce import (
     available_papers,
     available_suites,
@@ -213,11 +215,16 @@ def _update_readme(readme: Path | None, claims, out: Path, meta: dict) -> None:
 
 def _print_claims(claims, meta: dict, out: Path) -> None:
     table = Table(title=f"claims ({meta['size']} size, {meta['wall_s']:.0f} s) — {esc(out)}/report.html")
-    for col in ("claim", "verdict", "experiment", "s"):
+    for col in ("claim", "verdict", "can fail", "experiment", "s"):
         table.add_column(col)
     for c in sorted_claims(claims):
         style = VERDICT_STYLE.get(c.verdict, "default")  # never empty: "[]...[/]" is a markup error
-        verdict = (f"[{FORCED_STYLE}]forced[/] (outcome {esc(c.verdict)})" if c.forced
-                   else f"[{style}]{esc(c.verdict)}[/]")
-        table.add_row(esc(c.id), verdict, esc(c.experiment), f"{c.wall_s:.0f}")
+        if c.forced:
+            verdict = f"[{FORCED_STYLE}]forced[/] (outcome {esc(c.verdict)})"
+        elif not c.comparison and c.can_fail is not True:  # not evidence: never in a verdict's colour
+            verdict = f"[{FORCED_STYLE}]{esc(c.verdict)}[/] (not evidence)"
+        else:
+            verdict = f"[{style}]{esc(c.verdict)}[/]"
+        table.add_row(esc(c.id), verdict, esc(can_fail_cell(c)), esc(c.experiment), f"{c.wall_s:.0f}")
     console.print(table)
+    console.print(f"counts: {esc(counts_line(claims))}")

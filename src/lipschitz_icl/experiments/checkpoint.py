@@ -35,6 +35,7 @@ from pydantic import TypeAdapter, ValidationError
 from .. import __version__
 from ..store import SUMMARY_FILE, atomic_write_json
 from .claims import INCONCLUSIVE, STATEMENTS, ClaimResult
+from .controls import attach
 from .registry import Experiment
 from .runner import Context
 
@@ -131,9 +132,12 @@ def _claim_ids(exp: Experiment) -> list[str]:
 
 
 def _placeholder(exp: Experiment, criterion: str, statistic: dict, notes: str, wall_s: float) -> list[ClaimResult]:
-    return [ClaimResult(cid, STATEMENTS.get(cid, ""), criterion, statistic, INCONCLUSIVE, notes=notes,
-                        experiment=exp.__name__, wall_s=round(wall_s, 2),
-                        comparison=bool(getattr(exp, "comparison", False))) for cid in _claim_ids(exp)]
+    results = [ClaimResult(cid, STATEMENTS.get(cid, ""), criterion, statistic, INCONCLUSIVE, notes=notes,
+                           experiment=exp.__name__, wall_s=round(wall_s, 2),
+                           comparison=bool(getattr(exp, "comparison", False))) for cid in _claim_ids(exp)]
+    for r in results:
+        attach(r)
+    return results
 
 
 def interrupted_claims(exp: Experiment, wall_s: float = 0.0) -> list[ClaimResult]:
@@ -204,6 +208,8 @@ def run_all(ctx: Context, experiments: list[Experiment], *, resume: bool = False
         for i, exp in enumerate(experiments):
             saved = load_checkpoint(ctx, exp) if resume else None
             if saved is not None:
+                for r in saved:  # saved before its claim had controls, or with older ones: the current controls
+                    attach(r)
                 results.extend(saved)
                 if log is not None:
                     log("reused", exp.__name__, 0.0, "saved result")

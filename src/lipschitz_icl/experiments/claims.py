@@ -74,6 +74,10 @@ class ClaimResult:
     interval_covers: dict[str, str] = field(default_factory=dict)  # interval name -> what randomness it covers
     refinement: dict[str, Any] = field(default_factory=dict)  # the verdict at a finer approximation (evidence)
     readings: dict[str, dict[str, Any]] = field(default_factory=dict)  # per reading (e.g. of Delta): its outcome
+    # the claim's own rule on a null and a planted case (experiments.controls): {null: {verdict, statistic, how},
+    # planted: {...}}, or {missing: True}; can_fail: the null rejected and the planted case accepted (None: missing)
+    controls: dict[str, Any] = field(default_factory=dict)
+    can_fail: bool | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return _clean(asdict(self))

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .claims import PAPER_OF, PAPER_ORDER, STATEMENTS, ClaimResult, claim_rank, place_claim
+from .controls import attach
 from .runner import Context
 
 Experiment = Callable[[Context], list[ClaimResult]]
@@ -123,6 +124,7 @@ def experiment(*claim_ids: str, suites: Sequence[str], statements: Mapping[str, 
                 r.experiment = r.experiment or fn.__name__
                 r.comparison = r.comparison or comparison
                 r.paper = r.paper or PAPER_OF.get(r.id, "")
+                attach(r)  # the claim's rule on its null and planted case: can it fail?
             return results
 
         wrapper.claims = list(claim_ids)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..experiments.claims import ClaimResult
+from ..experiments.controls import counts
 from .text import compact, fmt
 
 READING_HEAD = ("reading", "verdict", "forced by", "distinct settings", "key numbers")
@@ -107,3 +108,32 @@ def refinement_line(c: ClaimResult) -> str:
     numbers = f" ({compact(stat)})" if stat else ""
     return f"Recomputed with {r.get('approximation', '?')}: {r.get('verdict', '?')}{numbers}, {said}."
 
+
+
+CONTROLS_HEAD = ("case", "the claim's rule says", "statistic", "data")
+
+
+def controls_rows(c: ClaimResult) -> list[tuple[str, str, str, str]]:
+    """(case, verdict, statistic, what the data is) per control of ``c`` (null first), [] when it has none."""
+    rows = []
+    for name, case in (c.controls or {}).items():
+        if isinstance(case, dict) and "verdict" in case:
+            stat = ", ".join(f"{k}={compact(v)}" for k, v in list((case.get("statistic") or {}).items())[:4])
+            rows.append((name, str(case["verdict"]), stat, str(case.get("how", ""))))
+    return rows
+
+
+def controls_line(c: ClaimResult) -> str:
+    """One sentence: can the claim's rule fail, shown by its controls (or that it has none)."""
+    if c.can_fail is None:
+        return ("Controls missing: the claim's rule was not run on a null and a planted case, so this verdict is "
+                "not counted as evidence.")
+    if c.can_fail:
+        return "Can fail: the claim's rule rejects its null and accepts its planted case."
+    why = (c.controls or {}).get("why", "")
+    return f"Cannot fail, not evidence: {why}." if why else "Cannot fail, not evidence."
+
+
+def counts_line(claims: list[ClaimResult]) -> str:
+    """The headline counts: claims, evidence, forced, cannot fail, controls missing, inconclusive."""
+    return ", ".join(f"{name}: {n}" for name, n in counts(claims).items())

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..experiments.claims import ClaimResult, claim_rank
+from ..experiments.controls import can_fail_cell
 from ..store import atomic_write_text
 from .text import headline, why_differs
 
@@ -17,7 +18,9 @@ def claims_frame(claims: list[ClaimResult], size: str, before: dict[str, ClaimRe
     """One row per claim; with ``before``: its verdict there and why the two differ."""
     rows = []
     for c in sorted(claims, key=lambda c: claim_rank(c.id)):
-        row = {"id": c.id, "verdict": c.verdict, "size": c.size or size, "forced": c.forced,
+        row = {"id": c.id, "verdict": c.verdict, "size": c.size or size, "can_fail": can_fail_cell(c),
+               "controls_null": (c.controls.get("null") or {}).get("verdict", ""),
+               "controls_planted": (c.controls.get("planted") or {}).get("verdict", ""), "forced": c.forced,
                "forced_reason": c.forced_reason, "forced_by": c.forced_by, "distinct_settings": c.distinct_settings,
                "censored": c.censored,
                "statistic": headline(c.statistic, 8, c.criterion),
@@ -36,7 +39,7 @@ def write_exports(out: Path, frame: pd.DataFrame) -> list[Path]:
     """claims.csv (every column) and claims.tex (a booktabs table of the verdicts)."""
     csv_path, tex_path = out / "claims.csv", out / "claims.tex"
     atomic_write_text(csv_path, frame.to_csv(index=False))
-    cols = [c for c in ("id", "verdict", "size", "forced", "censored", "verdict_before", "size_before")
+    cols = [c for c in ("id", "verdict", "can_fail", "size", "forced", "censored", "verdict_before", "size_before")
             if c in frame.columns]
     tex = frame[cols].to_latex(index=False, escape=True, caption="Claims and verdicts (lipschitz-icl reproduce).",
                                label="tab:claims")

@@ -16,6 +16,7 @@ from html import escape as e
 from pathlib import Path
 
 from ..experiments.claims import ClaimResult
+from ..experiments.controls import can_fail_cell
 from ..store import atomic_write_text
 from . import evidence as ev
 from .data import Comparison, Owner, figure_owners, fold_note, run_warnings, sorted_claims
@@ -47,15 +48,19 @@ figcaption{{font-size:0.85em;color:#444;margin-bottom:1em;max-width:{PROSE_WIDTH
 padding:0.6em 0.8em;border-left:4px solid #888}}.small{{font-size:0.8em;color:#555}}blockquote{{color:#444;
 border-left:3px solid #ccc;margin-left:0;padding-left:1em}}.badge{{display:inline-block;font-size:0.7em;
 padding:1px 7px;border-radius:9px;margin-left:6px;vertical-align:middle;font-weight:bold}}
-.forced{{color:{FORCED_COLOUR};font-weight:bold}}table.decide td:nth-child(2){{white-space:nowrap}}
+.forced,.noevidence{{color:{FORCED_COLOUR};font-weight:bold}}table.decide td:nth-child(2){{white-space:nowrap}}
 .warn{{background:#fff8c5;color:#7d4e00;border:1px solid #d4a72c}}"""
 
 
 def _verdict(c: ClaimResult) -> str:
-    """The verdict word in its colour; a forced outcome in its own colour and word, never as evidence."""
+    """The verdict word in its colour; a forced outcome, or one whose rule cannot fail or has no controls, in its own
+    colour, never as evidence."""
     if c.forced:
         return (f'<span class="forced" title="{e(c.forced_reason)}">forced</span>'
                 f' <span class="small">(outcome {e(c.verdict)}; not evidence)</span>')
+    if not c.comparison and c.can_fail is not True:  # a rule that cannot fail, or has no controls: never green
+        return (f'<span class="noevidence" title="{e(ev.controls_line(c))}">{e(c.verdict)}</span>'
+                f' <span class="small">({e(can_fail_cell(c))}; not evidence)</span>')
     colour = VERDICT_COLOURS.get(c.verdict, "#555")
     return f'<span style="color:{colour};font-weight:bold">{e(c.verdict)}</span>'
 
@@ -130,6 +135,10 @@ def _table(head: tuple[str, ...], rows: list[tuple[str, ...]], cls: str = "stat"
 def _evidence(c: ClaimResult) -> str:
     """The verdict per reading, what each interval covers, the refinement, and the settings with their copies."""
     parts = []
+    if not c.comparison:
+        rows = ev.controls_rows(c)
+        parts.append(f"<p><b>Controls.</b> {e(ev.controls_line(c))}</p>"
+                     + (_table(ev.CONTROLS_HEAD, rows, "controls") if rows else ""))
     if c.readings:
         parts.append(f'<p><b>Per reading.</b></p>{_table(ev.READING_HEAD, ev.reading_rows(c), "readings")}')
     covers = ev.covers_rows(c)
@@ -171,7 +180,7 @@ def _footer(c: ClaimResult) -> str:
 
 
 def _claims_table(claims: list[ClaimResult], meta: dict, cmp: Comparison | None) -> str:
-    head = "<tr><th>id</th><th>claim</th><th>verdict</th><th>distinct settings</th><th>forced by</th>"
+    head = "<tr><th>id</th><th>claim</th><th>verdict</th><th>can fail</th><th>distinct settings</th><th>forced by</th>"
     head += f"<th>verdict at {e(cmp.size or 'previous')} size</th><th>why they differ</th>" if cmp else ""
     rows = []
     for c in sorted_claims(claims):
@@ -180,7 +189,8 @@ def _claims_table(claims: list[ClaimResult], meta: dict, cmp: Comparison | None)
             _, size_before, prev, why = cmp.pair(c, str(meta.get("size", "")))
             extra = f"<td>{_verdict(prev) if prev else '—'}</td><td>{e(why)}</td>"
         rows.append(f'<tr><td><a href="#{e(c.id)}">{e(c.id)}</a></td><td>{e(c.statement)}</td>'
-                    f"<td>{_verdict(c)}</td><td>{e(ev.distinct_cell(c))}</td><td>{e(ev.forced_by_cell(c))}</td>{extra}</tr>")
+                    f"<td>{_verdict(c)}</td><td>{e(can_fail_cell(c))}</td><td>{e(ev.distinct_cell(c))}</td>"
+                    f"<td>{e(ev.forced_by_cell(c))}</td>{extra}</tr>")
     return f"<table>{head}</tr>{''.join(rows)}</table>"
 
 
@@ -239,6 +249,8 @@ def write_report_html(out: Path, claims: list[ClaimResult], meta: dict, configs:
 <style>{STYLE}</style></head><body>
 <h1>lipschitz-icl reproduce report</h1>
 <p class=small>Command: <code>{e(str(meta.get("command", "")))}</code> · wall time: {e(time_line(meta))}</p>{notes}
+<p><b>Counts.</b> {e(ev.counts_line(claims))}. Evidence is a verdict that is not forced and whose rule its controls
+show able to fail (it rejects a null and accepts a planted case).</p>
 <h2>Claims{side}</h2>{_claims_table(claims, meta, compare)}
 {sections}
 <h2>Run information</h2><table>{meta_rows}</table>

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from ..experiments.claims import VERDICTS, ClaimResult
+from ..experiments.controls import can_fail_cell
 from ..store import atomic_write_text
 from . import evidence as ev
 from .data import Comparison, Owner, figure_owners, fold_note, run_warnings, sorted_claims
@@ -29,17 +30,23 @@ from .text import (
 
 
 def verdict_md(c: ClaimResult) -> str:
-    """The verdict in markdown: a forced outcome says so first (it is not evidence)."""
-    return f"**forced** (outcome {c.verdict}; not evidence)" if c.forced else f"**{c.verdict}**"
+    """The verdict in markdown: a forced outcome, or one whose rule cannot fail or has no controls, says so
+    first (it is not evidence)."""
+    if c.forced:
+        return f"**forced** (outcome {c.verdict}; not evidence)"
+    if not c.comparison and c.can_fail is not True:
+        return f"**{c.verdict}** ({can_fail_cell(c)}; not evidence)"
+    return f"**{c.verdict}**"
 
 
 def claims_table_md(claims: list[ClaimResult], link_root: str = "") -> str:
-    lines = ["| claim | verdict | statistic (abridged) | distinct settings | forced by | figure |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| claim | verdict | can fail | statistic (abridged) | distinct settings | forced by | figure |",
+             "|---|---|---|---|---|---|---|"]
     for c in sorted_claims(claims):
         fig = f"[{Path(c.figures[0]).name}]({link_root}{c.figures[0]})" if c.figures else ""
         forced_by = _cell(ev.forced_by_cell(c))
-        lines.append(f"| {c.id} | {verdict_md(c)} | {_abridge(c)} | {ev.distinct_cell(c)} | {forced_by} | {fig} |")
+        lines.append(f"| {c.id} | {verdict_md(c)} | {can_fail_cell(c)} | {_abridge(c)} | {ev.distinct_cell(c)} "
+                     f"| {forced_by} | {fig} |")
     return "\n".join(lines)
 
 
@@ -106,6 +113,10 @@ def _statistic_md(c: ClaimResult) -> list[str]:
 def _evidence_md(c: ClaimResult) -> list[str]:
     """The verdict per reading, what each interval covers, the refinement, and the settings with their copies."""
     lines: list[str] = []
+    if not c.comparison:
+        lines += [f"**Controls.** {ev.controls_line(c)}", ""]
+        if ev.controls_rows(c):
+            lines += [*_table_md(ev.CONTROLS_HEAD, ev.controls_rows(c)), ""]
     if c.readings:
         lines += ["**Per reading.**", "", *_table_md(ev.READING_HEAD, ev.reading_rows(c)), ""]
     covers = ev.covers_rows(c)
@@ -190,6 +201,8 @@ def write_report_md(out: Path, claims: list[ClaimResult], meta: dict, compare: C
         f"Command: `{meta.get('command', '')}` · size: {meta.get('size')} · seed: {meta.get('seed')} · "
         f"kernel step: {meta.get('kernel_step', 'unfused (torch)')} · wall time: {time_line(meta)}", "",
         "Verdicts: " + ", ".join(f"{v}: {n}" for v, n in counts.items()), "",
+        f"Counts: {ev.counts_line(claims)}. Evidence is a verdict that is not forced and whose rule its controls "
+        "show able to fail (it rejects a null and accepts a planted case).", "",
     ]
     if len(meta.get("sessions") or []) > 1:
         parts += [f"- {label}: {text}" for label, text in sessions_rows(meta)] + [""]

@@ -7,10 +7,12 @@ import numpy as np
 from ... import plots
 from ...analysis import analyze_run_object, first_step
 from ...experiments.claims import ClaimResult, claim
+from ...experiments.controls import Controls, case, controls
 from ...experiments.evidence import MIN_RESOLVED_STEPS, run_settings
 from ...experiments.figures import captioned
 from ...experiments.registry import experiment
 from ...experiments.runner import Context, paper_base, rel_runs, run_group, with_overrides
+from ...experiments.synthetic import curve_steps, logistic, n_phases_of_curve, power_law, ramp, two_rates
 
 STATEMENTS = {  # the claims this file tests, word for word as the report and docs/CLAIMS.md give them
     "H1": "Balanced features: two-phase convergence to near-zero error.",
@@ -71,8 +73,7 @@ def exp_predecessor(ctx: Context) -> list[ClaimResult]:
     return [
         claim("H1", crit1, {"n_phases": a_bal["n_phases"], "final_loss": r_bal.summary["final_loss"],
                             "status": r_bal.summary["status"]},
-              a_bal["n_phases"] == 2 and r_bal.summary["status"] == "converged",
-              a_bal["n_phases"] < 2 or r_bal.summary["status"] != "converged", figures=[fig],
+              *h1_rule(a_bal["n_phases"], r_bal.summary["status"] == "converged"), figures=[fig],
               runs=rel_runs(ctx, [r_bal]), settings=run_settings([r_bal])),
         claim("H2", crit2, {"events_by_feature": {k: list(ev) for k, ev in events.items()},
                             "phases_by_feature": per_phase, "converged_step_by_feature": conv,
@@ -89,6 +90,27 @@ def exp_predecessor(ctx: Context) -> list[ClaimResult]:
                     "convergence), which can give at most three phases. The dominant's single phase follows largely "
                     "from its start: Attn_0(0) = p_0 = 0.6, already past the fastest growth of an S-shaped rise."),
     ]
+
+
+def h1_rule(n_phases: int, converged: bool) -> tuple[bool, bool]:
+    """H1's (supported, refuted): two phases and converged; one phase or not converged."""
+    return n_phases == 2 and converged, n_phases < 2 or not converged
+
+
+@controls("H1")
+def h1_controls() -> Controls:
+    """H1's rule on synthetic converged curves: one smooth law (null) and a fast rise then a creep (planted)."""
+    t = curve_steps()
+
+    def read(attn, how: str):
+        n = n_phases_of_curve(t, attn)
+        return case(*h1_rule(n, True), {"n_phases": n}, how)
+
+    return Controls(
+        null=read(power_law(t), "a single power law, 1 - Attn = (1 + t)^(-1/2): one smooth law, no second phase"),
+        planted=read(two_rates(t), "-log(1 - Attn) rising at 0.02 per step to Attn = 0.6, then 10x more slowly"),
+        extra={"null_logistic": read(logistic(t), "a logistic from Attn = 0.1 (one S-shaped law)"),
+               "null_ramp": read(ramp(t), "a straight line from 0 to 1")})
 
 
 def phase_count(events: tuple[int | None, ...]) -> int:

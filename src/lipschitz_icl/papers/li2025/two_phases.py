@@ -5,11 +5,13 @@ from __future__ import annotations
 from ... import plots
 from ...analysis import analyze_run_object, creep_decelerates, min_attention
 from ...experiments.claims import ClaimResult, claim
+from ...experiments.controls import Controls, case, controls
 from ...experiments.evidence import run_settings
 from ...experiments.figures import captioned
 from ...experiments.measure import L_star_of
 from ...experiments.registry import experiment
 from ...experiments.runner import Context, censored_runs, paper_base, rel_runs, run_group, with_budget, with_overrides
+from ...experiments.synthetic import curve_steps, logistic, n_phases_of_curve, power_law, ramp, two_rates
 
 STATEMENTS = {  # the claims this file tests, word for word as the report and docs/CLAIMS.md give them
     "P1": "Two phases: a query's attention to tokens of its own feature rises fast at first, then creeps toward 1.",
@@ -93,7 +95,7 @@ def exp_regimes(ctx: Context) -> list[ClaimResult]:
             "censored_runs": censored, "censored_kept_two_phases": sorted(kept),
             "s_T1_by_L": {f"{r.config.task.L:.3g}": _rescaled(r, "T_1") for r in all_runs},
             "s_Teps_by_L": {f"{r.config.task.L:.3g}": _rescaled(r, "T_eps") for r in all_runs}}
-    return [claim("P1", criterion, stat, lo >= 0.8, hi <= 0.2, figures=figs, runs=rel_runs(ctx, all_runs),
+    return [claim("P1", criterion, stat, *p1_rule(lo, hi), figures=figs, runs=rel_runs(ctx, all_runs),
                   forced_reason=FORCED_P1, censored=len(censored), settings=run_settings(all_runs),
                   interval={"fraction_two_phases": [lo, hi]},
                   interval_covers={"fraction_two_phases": "the censored runs counted as 1 or as 2 phases (bounds, "
@@ -104,6 +106,28 @@ def exp_regimes(ctx: Context) -> list[ClaimResult]:
 
 
 P1_EPS = 1e-3  # relative eps of P1's runs
+P1_SCALES = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)  # the controls' six runs: one curve at six time scales
+
+
+def p1_rule(lo: float, hi: float) -> tuple[bool, bool]:
+    """P1's (supported, refuted) from the share of two-phase runs (censored runs counted as 1 and as 2 phases)."""
+    return lo >= 0.8, hi <= 0.2
+
+
+@controls("P1")
+def p1_controls() -> Controls:
+    """P1's rule on six synthetic runs, none censored: one curve at six time scales (t -> t / scale)."""
+    t = curve_steps()
+
+    def read(curve, how: str):
+        share = sum(n_phases_of_curve(t, curve(t / f)) == 2 for f in P1_SCALES) / len(P1_SCALES)
+        return case(*p1_rule(share, share), {"fraction_two_phases": share}, how)
+
+    return Controls(
+        null=read(power_law, "six single power laws 1 - Attn = (1 + t/c)^(-1/2): one smooth law each"),
+        planted=read(two_rates, "six runs with -log(1 - Attn) rising to Attn = 0.6, then 10x more slowly"),
+        extra={"null_logistic": read(logistic, "six logistics from Attn = 0.1"),
+               "null_ramp": read(ramp, "six straight lines to 1")})
 
 
 FORCED_P1 = ("f = L g: at a relative eps the six runs are one trajectory in s = eta L^2 t (up to step "

@@ -1,0 +1,55 @@
+"""Synthetic attention curves for controls (``experiments.controls``): data on which a claim about the shape of
+min_k Attn_k(t) is false (one smooth law: a power law, a logistic, a ramp) or true (a fast rise, then a creep at a
+rate ten times slower), laid out as a run's tidy metrics table so that a claim's own reading (``analysis``) runs on
+it unchanged. Every curve is deterministic: controls need no seed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..analysis import first_step, phase_rates
+
+LAST_STEP = 20_000  # the curves' length in steps
+DENSE = 200  # every step recorded up to here (as the trainer records every step up to T_1), then every LOG_EVERY
+LOG_EVERY = 10
+CAP = 1 - 1e-9  # Attn never reaches 1 (-log(1 - Attn) stays finite)
+
+
+def curve_steps(last: int = LAST_STEP) -> np.ndarray:
+    """The recorded steps of a synthetic run: every step to DENSE, then every LOG_EVERY, up to ``last``."""
+    return np.unique(np.concatenate([np.arange(0, DENSE + 1), np.arange(DENSE, last + 1, LOG_EVERY)]))
+
+
+def power_law(t: np.ndarray, exponent: float = 0.5, scale: float = 1.0) -> np.ndarray:
+    """1 - Attn = (1 + t / scale)^(-exponent): one smooth law from 0 to 1, no change of regime."""
+    return np.minimum(1.0 - (1.0 + t / scale) ** (-exponent), CAP)
+
+
+def logistic(t: np.ndarray, start: float = 0.1, rate: float = 2e-3) -> np.ndarray:
+    """Attn = 1 / (1 + (1/start - 1) e^(-rate t)): one S-shaped law from ``start``."""
+    return np.minimum(1.0 / (1.0 + (1.0 / start - 1.0) * np.exp(-rate * t)), CAP)
+
+
+def ramp(t: np.ndarray, end: float = LAST_STEP) -> np.ndarray:
+    """Attn = t / end: a straight line to 1 at ``end``."""
+    return np.minimum(t / end, 0.999)
+
+
+def two_rates(t: np.ndarray, fast: float = 0.02, slow_factor: float = 10.0, t1: float | None = None) -> np.ndarray:
+    """-log(1 - Attn) rises at ``fast`` per step up to ``t1`` (default: where Attn = 0.6), then ``slow_factor`` times
+    more slowly: a fast phase, then a creep."""
+    t1 = -np.log(0.4) / fast if t1 is None else t1
+    r = np.where(t <= t1, fast * t, fast * t1 + fast / slow_factor * (t - t1))
+    return np.minimum(1.0 - np.exp(-r), CAP)
+
+
+def curve_metrics(steps: np.ndarray, attn: np.ndarray) -> pd.DataFrame:
+    """A run's tidy metrics table (step, metric, k, n, value) holding ``attn_min`` only."""
+    return pd.DataFrame({"step": steps.astype(np.int64), "metric": "attn_min", "k": np.nan, "n": np.nan,
+                         "value": attn.astype(np.float64)})
+
+
+def n_phases_of_curve(steps: np.ndarray, attn: np.ndarray, t1_level: float = 0.5) -> int:
+    """The analysis' ``n_phases`` of one synthetic curve (T_1: its first step at or above ``t1_level``)."""
+    return int(phase_rates(curve_metrics(steps, attn), first_step(steps, attn, t1_level))["n_phases"])

@@ -1,0 +1,114 @@
+"""Controls: each claim's own rule on a null (the claim false) and a planted case (the claim true). One contract for
+every registered claim (built-in and plugin), the pinned verdicts of the controls written so far, and the way a
+claim that cannot fail, or has no controls, is kept out of the evidence everywhere it is shown."""
+
+import json
+
+import pytest
+
+import lipschitz_icl.papers  # noqa: F401  (registers the built-in claims and their controls)
+from lipschitz_icl.experiments import registry
+from lipschitz_icl.experiments.claims import NOT_SUPPORTED, STATEMENTS, SUPPORTED, VERDICTS, claim
+from lipschitz_icl.experiments.controls import (
+    MISSING,
+    Controls,
+    attach,
+    can_fail_cell,
+    case,
+    controls,
+    controls_of,
+    counts,
+    has_controls,
+    is_evidence,
+)
+from lipschitz_icl.experiments.synthetic import curve_steps, n_phases_of_curve, power_law, two_rates
+from lipschitz_icl.report import write_claims_json
+from lipschitz_icl.report.export import claims_frame
+from lipschitz_icl.report.html import write_report_html
+from lipschitz_icl.report.md import write_report_md
+
+WITH_CONTROLS = {"H1", "P1"}  # claims given controls so far: this set may only grow
+
+
+def registered_claims() -> list[str]:
+    return sorted({cid for exp in registry.registered() if not exp.comparison for cid in exp.claims})
+
+
+@pytest.mark.parametrize("cid", registered_claims())
+def test_every_registered_claim_meets_the_controls_contract(cid):
+    made = controls_of(cid)
+    result = claim(cid, "c", {}, True, False)
+    attach(result)
+    if made is None:  # no controls yet: shown as missing, never evidence
+        assert result.can_fail is None and can_fail_cell(result) == MISSING and not is_evidence(result)
+        return
+    assert isinstance(made, Controls)
+    for c in [made.null, made.planted, *made.extra.values()]:
+        assert c.verdict in VERDICTS and c.how and isinstance(c.statistic, dict)
+    assert result.can_fail is made.can_fail
+    assert is_evidence(result) is made.can_fail  # a rule that passes its null is never evidence
+    assert json.loads(json.dumps(result.as_dict()))["controls"]["null"]["verdict"] == made.null.verdict
+
+
+def test_the_claims_with_controls_only_grow():
+    assert WITH_CONTROLS <= {cid for cid in registered_claims() if has_controls(cid)}
+
+
+@pytest.mark.parametrize("cid", ["H1", "P1"])
+def test_the_two_phase_reading_passes_a_single_power_law_so_it_cannot_fail(cid):
+    # the analysis' n_phases compares the mean rate of -log(1 - Attn) before and after T_1: any law that slows down
+    # passes, a power law included; the logistic and the ramp are rejected, the planted two-rate curve accepted
+    made = controls_of(cid)
+    assert made.null.verdict == SUPPORTED and made.planted.verdict == SUPPORTED
+    assert made.extra["null_logistic"].verdict == NOT_SUPPORTED and made.extra["null_ramp"].verdict == NOT_SUPPORTED
+    assert not made.can_fail and "power law" in made.failing()
+
+
+def test_synthetic_curves_read_as_documented():
+    t = curve_steps()
+    assert n_phases_of_curve(t, power_law(t)) == 2
+    assert n_phases_of_curve(t, two_rates(t, fast=5e-4, slow_factor=1.0)) == 1  # one exponential: one phase
+
+
+def test_a_claim_without_controls_is_reported_as_missing_and_not_counted(isolated_registry):
+    STATEMENTS["X9"] = "a plugin's claim"
+    result = claim("X9", "c", {"x": 1}, True, False)
+    attach(result)
+    assert result.controls == {"missing": True} and can_fail_cell(result) == MISSING
+    assert counts([result]) == {"claims": 1, "evidence": 0, "forced": 0, "cannot fail": 0, "controls missing": 1,
+                                "inconclusive": 0}
+
+
+def test_a_plugin_claim_with_controls_that_can_fail_is_evidence(isolated_registry):
+    STATEMENTS["X8"] = "a plugin's claim with controls"
+
+    @controls("X8")
+    def x8_controls() -> Controls:
+        return Controls(null=case(False, True, {"s": 0.0}, "no effect"), planted=case(True, False, {"s": 1.0}, "an "
+                                                                                     "effect"))
+
+    result = claim("X8", "c", {"s": 0.9}, True, False)
+    attach(result)
+    assert result.can_fail is True and is_evidence(result) and can_fail_cell(result) == "yes"
+    with pytest.raises(ValueError, match="already has controls"):
+        controls("H1")(x8_controls)
+
+
+def test_reports_show_can_fail_and_the_counts(tmp_path):
+    results = [claim(cid, "c", {"x": 1.0}, True, False) for cid in ("H1", "P1", "P2")]
+    for r in results:
+        attach(r)
+    meta = {"command": "test", "size": "quick", "seed": 0, "wall_s": 1.0}
+    write_claims_json(tmp_path, results, meta)
+    md = write_report_md(tmp_path, results, meta).read_text()
+    html = write_report_html(tmp_path, results, meta, {}).read_text()
+    line = "claims: 3, evidence: 0, forced: 0, cannot fail: 2, controls missing: 1, inconclusive: 0"
+    assert line in md and line in html
+    assert "| can fail |" in md and "cannot fail; not evidence" in md and "controls missing; not evidence" in md
+    assert "**Controls.** Cannot fail, not evidence: its null (a single power law" in md
+    frame = claims_frame(results, "quick")
+    assert dict(zip(frame["id"], frame["can_fail"], strict=True)) == {"H1": "cannot fail", "P1": "cannot fail",
+                                                                       "P2": MISSING}
+    assert dict(zip(frame["id"], frame["controls_null"], strict=True)) == {"H1": SUPPORTED, "P1": SUPPORTED, "P2": ""}
+    saved = json.loads((tmp_path / "claims.json").read_text())["claims"]
+    assert {c["id"]: c["can_fail"] for c in saved} == {"H1": False, "P1": False, "P2": None}
