@@ -16,11 +16,17 @@ run's metrics equal, bit for bit, those of ``api.run(cfg, write=False)``: the si
 trainer is this batched trainer with one run, and every number of a run is computed from that
 run's slices only (see ``engines.kernel_grad``). Summaries are equal too, except ``wall_s``
 (time from the start of the batch to the end of that run).
+
+Threads: every run, batched or trained alone, takes the caller's torch threads (a run's float
+reductions depend on their number), never ``LIPSCHITZ_ICL_THREADS`` read again per run: reproduce and
+sweeps call it single-threaded, so their numbers do not depend on the environment of a session.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+
+import torch
 
 from .api import Run, make_summary, prepare
 from .api import run as run_one
@@ -88,7 +94,7 @@ def run_many(configs: list[Config], progress: BatchProgressFn | None = None, on_
             _stop_if_interrupted(runs, group, check_interrupt)
         for i in rest:
             _stop_if_interrupted(runs, [], check_interrupt)
-            done(i, run_one(configs[i], write=False))
+            done(i, run_one(configs[i], write=False, threads=torch.get_num_threads()))
             if on_step is not None:
                 on_step()
             _stop_if_interrupted(runs, [i], check_interrupt)

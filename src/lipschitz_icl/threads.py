@@ -4,6 +4,8 @@ The toolkit's tensors are small: on a shared CPU one thread is faster than sever
 each other (measured: the quickstart took 35 s with torch's default threads on a busy 2-core
 machine, 1.1 s with one; see docs/PERFORMANCE.md). So every run uses ``LIPSCHITZ_ICL_THREADS``
 torch threads (default 1; raise it for large d, N or K), and ``li.run(..., threads=N)`` overrides.
+Inside ``reproduce`` and sweeps every run takes one thread whatever the variable says (the number of
+threads changes float reductions, and one job's sessions must give the same numbers).
 """
 
 from __future__ import annotations

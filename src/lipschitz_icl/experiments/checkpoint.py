@@ -14,6 +14,8 @@
   ``interrupted`` (verdict inconclusive), and ``ExperimentsInterrupted`` carries all claims.
 * A claim whose experiment produced any run with status ``interrupted`` or ``failed`` is made
   inconclusive, with that reason: enforced here, where results are collected, for every experiment.
+* Every experiment runs with one torch thread (its runs too: ``batch.run_many`` trains with the caller's
+  threads), so a resumed job whose sessions had another ``LIPSCHITZ_ICL_THREADS`` gets the same numbers.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from .. import __version__
 from ..store import SUMMARY_FILE, atomic_write_json
+from ..threads import single_threaded_torch
 from .claims import INCONCLUSIVE, STATEMENTS, ClaimResult
 from .controls import attach
 from .registry import Experiment
@@ -188,7 +191,8 @@ def _run_one(ctx: Context, exp: Experiment, fired: list[str]) -> tuple[list[Clai
     recorded as inconclusive claims, and not saved, so that a rerun tries it again)."""
     start, first_run = time.perf_counter(), len(ctx.run_dirs)
     try:
-        claims = exp(ctx)
+        with single_threaded_torch():  # every session the same numbers, whatever LIPSCHITZ_ICL_THREADS says
+            claims = exp(ctx)
     except (KeyboardInterrupt, OSError):  # a stop, or a failed write: not the experiment's to record
         raise
     except Exception as e:  # noqa: BLE001 - reported in the claims table, never a crash

@@ -56,7 +56,7 @@ def execute_config(data: ConfigData, save_params: bool = True) -> dict[str, Any]
     params, config = None, None
     try:
         cfg = as_config(data)
-        result = run_api(cfg, write=False)
+        result = run_api(cfg, write=False, threads=torch.get_num_threads())  # the caller's: one on a worker
         summary, metrics = result.summary, result.table()
         config = cfg.model_dump_json()
         if save_params and result.params is not None:

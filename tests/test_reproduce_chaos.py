@@ -1,0 +1,97 @@
+"""A reproduce of sampled-engine runs (and kernel ones) killed at random moments with SIGINT, SIGTERM and
+SIGKILL, and resumed each time, ends with the claims and the runs of an uninterrupted reproduce, bit for bit.
+The delays are drawn from a seeded generator; the kill lands anywhere from an experiment's start on."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import fake_sampled
+import pandas as pd
+import pytest
+from test_reproduce_resume import _claims_json, _env
+from typer.testing import CliRunner
+
+from lipschitz_icl.api import load_run
+from lipschitz_icl.cli import app
+from lipschitz_icl.experiments import registry
+
+CODE = "import fake_sampled; fake_sampled.install(); from lipschitz_icl.__main__ import entry; entry()"
+ARGS = ["reproduce", "linear", "--quick"]
+
+
+@pytest.fixture
+def sampled_suite(monkeypatch):
+    monkeypatch.setattr(registry, "_EXPERIMENTS", dict(fake_sampled.FAKE_REGISTRY))
+
+
+def _runs(out: Path) -> dict[str, tuple[pd.DataFrame, dict]]:
+    """Every finished run under out/runs: its metrics and its summary without the wall time."""
+    found = {}
+    for summary in sorted(out.glob("runs/*/*/summary.json")):
+        run = load_run(summary.parent)
+        found[str(summary.parent.relative_to(out))] = (run.metrics, {k: v for k, v in run.summary.items()
+                                                                    if k != "wall_s"})
+    return found
+
+
+def _kill_and_resume(out: Path, log: Path, signals: list[signal.Signals], rng: random.Random) -> list[int]:
+    """Start the same reproduce once per signal and send it that signal a random moment after its first
+    experiment started (unless it ended first, which ends the loop). The exit codes, in order."""
+    codes = []
+    for sig in signals:
+        with log.open("w") as fh:
+            proc = subprocess.Popen([sys.executable, "-c", CODE, *ARGS, "--out", str(out)], stdout=subprocess.DEVNULL,
+                                    stderr=fh, env=_env())
+        try:
+            deadline = time.monotonic() + 120
+            while "started exp_" not in log.read_text() and proc.poll() is None:  # imports done, training
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(0.05)
+            time.sleep(rng.uniform(0.0, 2.5))
+            if proc.poll() is None:
+                proc.send_signal(sig)
+            codes.append(proc.wait(timeout=120))
+        finally:
+            proc.kill()
+        if codes[-1] == 0:  # it ended before the signal: the job is done
+            break
+    return codes
+
+
+def _chaos(tmp_path: Path, signals: list[signal.Signals], seed: int) -> None:
+    clean = tmp_path / "clean"
+    assert CliRunner().invoke(app, [*ARGS, "--out", str(clean)]).exit_code == 0
+    out = tmp_path / "out"
+    codes = _kill_and_resume(out, tmp_path / "stderr.txt", signals, random.Random(seed))
+    assert set(codes) <= {0, 130, -signal.SIGKILL}, codes  # SIGINT and SIGTERM: 130; SIGKILL: killed
+    final = subprocess.run([sys.executable, "-c", CODE, *ARGS, "--out", str(out)], capture_output=True, text=True,
+                           env=_env(), timeout=300)
+    assert final.returncode == 0, final.stderr
+    assert _claims_json(out) == _claims_json(clean)
+    runs, reference = _runs(out), _runs(clean)
+    assert runs.keys() == reference.keys() and len(runs) == 20
+    for name, (metrics, summary) in reference.items():
+        pd.testing.assert_frame_equal(runs[name][0], metrics, check_exact=True, obj=name)
+        assert runs[name][1] == summary, name
+    sessions = json.loads((out / "reproduce.json").read_text())["sessions"]
+    assert sessions[-1]["status"] == "finished"
+    assert any(s["status"] != "finished" for s in sessions[:-1])  # a session was stopped
+
+
+def test_a_sampled_suite_killed_by_sigterm_and_sigkill_then_resumed_equals_an_uninterrupted_one(tmp_path,
+                                                                                                sampled_suite):
+    _chaos(tmp_path, [signal.SIGTERM, signal.SIGKILL], seed=5)
+
+
+@pytest.mark.slow
+def test_a_sampled_suite_killed_at_random_moments_then_resumed_equals_an_uninterrupted_one(tmp_path, sampled_suite):
+    rng = random.Random(11)
+    signals = [rng.choice([signal.SIGINT, signal.SIGTERM, signal.SIGKILL]) for _ in range(6)]
+    _chaos(tmp_path, [signal.SIGINT, signal.SIGTERM, signal.SIGKILL, *signals], seed=11)
