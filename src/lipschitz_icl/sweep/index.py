@@ -9,13 +9,15 @@ sees a half-written row and a killed sweep leaves an index that the next run res
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import math
 import os
 import re
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +85,29 @@ def one_line_error(e: BaseException) -> str:
     return " ".join(str(e).split())[:160] or type(e).__name__
 
 
+# SQLite result codes (the low byte) of a fault of the disk or the file system, not of the index's content: full,
+# I/O error, read-only, busy past the timeout, locked, cannot open
+RUNTIME_CODES = {13, 10, 8, 5, 6, 14}
+
+
+def is_runtime_fault(e: sqlite3.Error) -> bool:
+    return (getattr(e, "sqlite_errorcode", 0) & 0xFF) in RUNTIME_CODES
+
+
+@contextlib.contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """A write to the index: a fault of the disk (full, I/O error) is an OSError naming the file, exit 1 from the
+    CLI; the transaction is rolled back, so the index keeps every row committed before and stays readable."""
+    try:
+        yield
+    except sqlite3.OperationalError as e:
+        if not is_runtime_fault(e):
+            raise
+        full = (e.sqlite_errorcode & 0xFF) == 13
+        raise OSError(errno.ENOSPC if full else errno.EIO, f"{path}: cannot be written ({one_line_error(e)}); the "
+                      "runs it recorded before are kept") from None
+
+
 def _clean(v: Any) -> Any:
     return None if isinstance(v, float) and not math.isfinite(v) else v
 
@@ -95,7 +120,11 @@ class Index:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         try:
-            self._prepare()
+            with writing(self.path):
+                self._prepare()
+        except OSError:
+            self.db.close()
+            raise
         except sqlite3.DatabaseError as e:  # not SQLite, truncated, another schema: bad input naming the file
             self.db.close()
             raise UserInputError(f"{self.path}: cannot be used as a sweep index ({one_line_error(e)}); move it "
@@ -141,7 +170,7 @@ class Index:
         moves), with point and axes updated. A new run whose name another row already holds is an
         error (UserInputError) and nothing is registered: two configs never share a directory."""
         rows = list(rows)
-        with self.db:
+        with writing(self.path), self.db:
             self.db.execute("BEGIN IMMEDIATE")
             taken = dict(self.db.execute("SELECT name, config_hash FROM runs"))
             known = set(taken.values())
@@ -172,7 +201,7 @@ class Index:
             if where is not None:
                 stored.append((config_hash, *where))
         sets = ", ".join(f"{k}=?" for k in [*SUMMARY_KEYS.values(), "status", "error", "elapsed_s", "finished_at"])
-        with self.db:
+        with writing(self.path), self.db:
             self.db.execute("BEGIN IMMEDIATE")
             self.db.executemany(f"UPDATE runs SET {sets} WHERE config_hash=?", updates)
             self.db.executemany(f"DELETE FROM {STORED_TABLE} WHERE config_hash=?", [(h,) for h, *_ in rows])
@@ -235,6 +264,21 @@ def _runs_query(db: sqlite3.Connection, current_only: bool) -> str:
     return f"SELECT * FROM runs{where} ORDER BY point, name"
 
 
+NUMBERS = {"integer", "floating", "mixed-integer-float", "decimal", "empty"}  # pandas' inferred kinds
+
+
+def check_types(frame: pd.DataFrame, path: Path) -> None:
+    """Every column of ``runs`` holds values of its SQL type or nulls (SQLite stores whatever it is given: a
+    hand-edited index may hold text where a number belongs, or a blob)."""
+    for name, kind, _ in COLUMNS:
+        column = frame[name]
+        text = kind.startswith("TEXT")
+        found = "empty" if column.isna().all() else pd.api.types.infer_dtype(column, skipna=True)
+        if found not in ({"string", "empty"} if text else NUMBERS):
+            raise UserInputError(f"{path}: holds values a sweep index cannot hold (column {name}: {found} values, "
+                                 f"{'text' if text else 'numbers'} expected)")
+
+
 def load_index(sweep_dir: str | Path, expand_axes: bool = True, current_only: bool = False,
                stored_json: bool = False, digests: bool = False) -> pd.DataFrame:
     """The index of a sweep directory as a DataFrame, one row per run in spec order (``current_only``: only
@@ -254,6 +298,7 @@ def load_index(sweep_dir: str | Path, expand_axes: bool = True, current_only: bo
     hashes = frame.attrs.pop("hashes", set())
     if list(frame.columns)[: len(NAMES)] != NAMES:
         raise UserInputError(f"{path}: not a sweep index of this version (columns {', '.join(frame.columns)[:120]})")
+    check_types(frame, path)
     check_run_names(frame["name"], path)
     results = [r if isinstance(r, str) else None for r in frame["results"]]
     frame["results"] = pd.Series(results, index=frame.index, dtype=object)  # None, never NaN: a missing file
