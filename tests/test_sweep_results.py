@@ -1,6 +1,9 @@
-"""Results stored by batch: files the index does not name, damaged files, a kill between a batch's file and
-its index rows, folders of both layouts, and the defaults (batch size by memory, no cluster for a small sweep)."""
+"""Results stored by batch: files the index does not name, damaged files, files that are not those the index
+recorded (swapped, copied over, deleted params, a stored summary of another hash, a missing row), a kill between
+a batch's file and its index rows, folders of both layouts, and the defaults (batch size by memory, no cluster for
+a small sweep)."""
 
+import shutil
 import sqlite3
 import threading
 
@@ -170,3 +173,88 @@ def test_many_runs_stored_at_once_make_two_files_encoded_together(tmp_path, monk
     pd.testing.assert_frame_equal(load_metrics(tmp_path / "one"), load_metrics(tmp_path / "two"))
     for a, b in zip(load_runs(tmp_path / "one"), load_runs(tmp_path / "two"), strict=True):
         assert a.params.keys() == b.params.keys() and all(a.params[k].equal(b.params[k]) for k in a.params)
+
+
+@pytest.fixture(scope="module")
+def six_runs(tmp_path_factory):
+    """A sweep of 6 runs stored in two batch files of 3 runs each."""
+    out = tmp_path_factory.mktemp("six") / "s"
+    run_sweep(spec(grid={"task.L": [1, 2, 3]}, seeds=2), out, workers=1, batch=3)
+    return out
+
+
+def _copy_of(six_runs, tmp_path):
+    out = tmp_path / "s"
+    shutil.copytree(six_runs, out)
+    return out, sorted((out / RESULTS_DIR).glob("*.parquet"))
+
+
+def _refused(out, match):
+    for load in (load_runs, load_metrics):
+        with pytest.raises(UserInputError, match=match):
+            load(out)
+
+
+@pytest.mark.parametrize("how", ["swapped", "copied over"])
+def test_a_batch_file_swapped_or_copied_over_another_is_refused(six_runs, tmp_path, how):
+    out, (a, b) = _copy_of(six_runs, tmp_path)
+    old_a = a.read_bytes()
+    a.write_bytes(b.read_bytes())
+    if how == "swapped":
+        b.write_bytes(old_a)
+    _refused(out, f"{a.name}: not the results file the index recorded")
+
+
+def test_deleted_params_or_a_params_path_that_is_a_folder_is_refused(six_runs, tmp_path):
+    out, (a, _) = _copy_of(six_runs, tmp_path)
+    params = a.with_name(a.name.replace(".parquet", ".params.pt"))
+    params.unlink()
+    with pytest.raises(UserInputError, match=f"{params.name}: missing"):
+        load_runs(out)
+    params.mkdir()
+    with pytest.raises(UserInputError, match=f"{params.name}: not a file"):
+        load_runs(out)
+
+
+def test_a_stored_summary_or_config_of_another_hash_is_refused(six_runs, tmp_path):
+    out, _ = _copy_of(six_runs, tmp_path)
+    db = sqlite3.connect(out / "index.sqlite")
+    rows = db.execute("SELECT config_hash, summary, config FROM stored ORDER BY config_hash").fetchall()
+    (h0, s0, c0), (h1, *_) = rows[:2]
+    with db:
+        db.execute("UPDATE stored SET summary=? WHERE config_hash=?", (s0, h1))
+    with pytest.raises(UserInputError, match="index.sqlite: the stored summary of run .* is of config"):
+        load_runs(out)
+    with db:
+        db.execute("UPDATE stored SET summary=(SELECT summary FROM stored WHERE config_hash=?), config=? "
+                   "WHERE config_hash=?", (h0, c0, h1))
+    db.close()
+    with pytest.raises(UserInputError, match="index.sqlite: the stored (summary|config) of run"):
+        load_runs(out)
+
+
+@pytest.mark.parametrize("table", ["runs", "stored"])
+def test_a_missing_index_row_is_refused(six_runs, tmp_path, table):
+    out, _ = _copy_of(six_runs, tmp_path)
+    db = sqlite3.connect(out / "index.sqlite")
+    (h,) = db.execute("SELECT config_hash FROM stored ORDER BY config_hash").fetchone()
+    with db:
+        db.execute(f"DELETE FROM {table} WHERE config_hash=?", (h,))
+        if table == "runs":
+            db.execute("DELETE FROM stored WHERE config_hash=?", (h,))
+    db.close()
+    assert len(load_index(out)) == 6 - (table == "runs")  # the index itself still reads
+    _refused(out, "has no row for" if table == "runs" else "the index stores none of its results")
+
+
+def test_an_index_written_before_the_digests_still_loads(six_runs, tmp_path):
+    out, _ = _copy_of(six_runs, tmp_path)
+    db = sqlite3.connect(out / "index.sqlite")
+    with db:  # the stored table as it was: no results_sha256 column
+        db.execute("CREATE TABLE old AS SELECT config_hash, results, config, summary FROM stored")
+        db.execute("DROP TABLE stored")
+        db.execute("ALTER TABLE old RENAME TO stored")
+    db.close()
+    assert len(load_runs(out)) == 6 and load_metrics(out)["name"].nunique() == 6
+    rows = run_sweep(spec(grid={"task.L": [1, 2, 3, 4]}, seeds=2), out, workers=1, batch=3)  # resumed, migrated
+    assert (rows["status"] != "pending").all() and len(load_runs(out)) == 8

@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lipschitz_icl.store import _runs_of_values, values_digest
+from lipschitz_icl.checksums import _runs_of_values, values_digest
 
 
 def reference(table: pa.Table) -> str:

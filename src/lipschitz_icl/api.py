@@ -36,15 +36,18 @@ from .recorder import SCHEMA, Recorder, metrics_frame, metrics_table
 from .store import (
     ANALYSIS_FILE,
     CONFIG_FILE,
+    FILES_KEY,
     METRICS_FILE,
     PARAMS_FILE,
     SUMMARY_FILE,
     atomic_write_json,
     atomic_write_text,
+    check_digest,
     prepare_run_dir,
     read_metrics_table,
     read_params,
     read_summary,
+    recorded_digests,
     write_results,
     write_run_files,
 )
@@ -275,9 +278,12 @@ def _remove_started(run_dir: Path, existed: bool) -> None:
 def load_run(path: str | Path, require_finished: bool = True) -> Run:
     """Load a run directory written by ``run`` (its params too, when params.pt exists).
 
-    With ``require_finished`` (the default; ``analyze`` and ``evaluate`` rely on it) a run whose
-    summary still says ``running`` (killed, or still training) is refused, and so is one whose
-    config.yaml does not match the ``config_hash`` in its summary (files of two different runs)."""
+    Its files must be those written together: summary.json records the sha256 of config.yaml,
+    metrics.parquet and params.pt (runs of this version), and a file that differs (one of another
+    run) is refused, naming it. With ``require_finished`` (the default; ``analyze`` and ``evaluate``
+    rely on it) a run whose summary still says ``running`` (killed, or still training) is refused, and
+    so is one whose config.yaml does not match the ``config_hash`` in its summary (files of two
+    different runs)."""
     p = Path(path)
     if not (p / SUMMARY_FILE).is_file():
         raise UserInputError(f"{path}: not a run directory (no {SUMMARY_FILE})")
@@ -288,15 +294,19 @@ def load_run(path: str | Path, require_finished: bool = True) -> Run:
         raise ConfigError(f"{p / CONFIG_FILE}: {e.field}" if e.field else str(p / CONFIG_FILE), e.message) from None
     if require_finished:
         check_finished(p, cfg, summary)
-    metrics = metrics_frame(read_run_metrics(p)) if (p / METRICS_FILE).is_file() else pd.DataFrame()
-    params = read_params(p) if (p / PARAMS_FILE).is_file() else None
+    digests = recorded_digests(p, summary)
+    if digests is not None and CONFIG_FILE in digests:
+        check_digest(p / CONFIG_FILE, (p / CONFIG_FILE).read_bytes(), digests)
+    metrics = metrics_frame(read_run_metrics(p, digests)) if (p / METRICS_FILE).is_file() else pd.DataFrame()
+    params = read_params(p, digests) if (p / PARAMS_FILE).is_file() else None
+    summary.pop(FILES_KEY, None)  # checked: the summary as the run made it (``run``'s, a sweep's stored one)
     return Run(cfg, summary, metrics, p, params)
 
 
-def read_run_metrics(run_dir: Path):
-    """metrics.parquet of a run, checked (``read_metrics_table``) and of the recorder's schema: a table of
-    other columns or types is bad input naming the file."""
-    table = read_metrics_table(run_dir)
+def read_run_metrics(run_dir: Path, digests: dict[str, str] | None = None) -> pa.Table:
+    """metrics.parquet of a run, checked (``read_metrics_table``; against ``digests`` when given) and of the
+    recorder's schema: a table of other columns or types is bad input naming the file."""
+    table = read_metrics_table(run_dir, digests=digests)
     if not table.schema.equals(SCHEMA, check_metadata=False):
         raise UserInputError(f"{run_dir / METRICS_FILE}: not a metrics table (columns {table.schema.names}, "
                              f"expected {SCHEMA.names} as {', '.join(str(t) for t in SCHEMA.types)})")

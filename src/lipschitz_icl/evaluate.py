@@ -31,7 +31,7 @@ from .features import FeatureSet
 from .limits import MAX_ENV, max_elements
 from .models import make_model
 from .problem import build_inputs, dtype_of
-from .store import atomic_write_bytes, atomic_write_parquet, read_params
+from .store import PARAMS_FILE, atomic_write_bytes, atomic_write_parquet, read_params
 from .tasks import TaskClass, make_task, task_names
 
 EVALUATION_PARQUET, EVALUATION_CSV = "evaluation.parquet", "evaluation.csv"
@@ -48,7 +48,7 @@ ProgressFn = Callable[[int, int], None]  # (done, total) evaluation cells
 
 def load_model(run: Run) -> nn.Module:
     """The run's model with its trained parameters: ``run.params`` when the run holds them (a run made with
-    ``write=False``), else its params.pt (loaded with weights_only=True)."""
+    ``write=False``, or loaded), else its params.pt (loaded with weights_only=True), checked (``check_params``)."""
     if run.params is None and run.dir is None:
         raise UserInputError("the run has no trained parameters (no run.params, and no directory with params.pt)")
     cfg = run.config
@@ -59,12 +59,34 @@ def load_model(run: Run) -> nn.Module:
         with warnings.catch_warnings():  # torch warns about a file's pickle protocol before refusing it
             warnings.simplefilter("ignore")
             state = read_params(run.dir)
-    try:
-        model.load_state_dict(state)
-    except RuntimeError as e:
-        first = str(e).splitlines()[0]
-        raise UserInputError(f"{run.dir or 'the run'}: its parameters do not fit the run's model ({first})") from None
+    check_params(state, model, str(run.dir / PARAMS_FILE) if run.dir is not None else "the run's parameters",
+                 cfg.model.kind)
+    model.load_state_dict(state)
     return model.eval()
+
+
+MAX_PARAM = 1e8  # the largest |value| a parameter may hold for evaluate (far beyond any trained one)
+
+
+def check_params(state: dict[str, torch.Tensor], model: nn.Module, where: str, kind: str) -> None:
+    """Refuse parameters that are not the model's (other names or shapes), not real floating point (bool,
+    integer), or not finite and at most MAX_PARAM in size: evaluate would otherwise report numbers of them."""
+    expected = model.state_dict()
+    if set(state) != set(expected):
+        raise UserInputError(f"{where}: parameters {sorted(map(str, state))[:6]} are not those of a {kind} model "
+                             f"(expected {sorted(expected)})")
+    for key, value in state.items():
+        shape, want = tuple(value.shape), tuple(expected[key].shape)
+        if shape != want:
+            raise UserInputError(f"{where}: parameter {key!r} has shape {shape} (a {kind} model's is {want})")
+        if not value.is_floating_point():
+            raise UserInputError(f"{where}: parameter {key!r} is {str(value.dtype).removeprefix('torch.')} "
+                                 "(floating-point values expected)")
+        if value.numel() and not bool(torch.isfinite(value).all()):
+            raise UserInputError(f"{where}: parameter {key!r} holds NaN or infinite values (finite values expected)")
+        if value.numel() and float(value.abs().max()) > MAX_PARAM:
+            raise UserInputError(f"{where}: parameter {key!r} holds values up to {float(value.abs().max()):.3g} "
+                                 f"(at most {MAX_PARAM:g} in size expected)")
 
 
 def default_contexts(N: int) -> list[int]:

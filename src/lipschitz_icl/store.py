@@ -9,7 +9,6 @@ failed write removes its temporary file and leaves the previous version of the t
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import json
 import math
@@ -25,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
+from .checksums import VALUES_SHA256, parquet_bytes, sha256_hex, values_digest
 from .errors import UserInputError
 from .interrupts import deferred_signals
 
@@ -120,76 +120,6 @@ def atomic_write_npy(path: Path, array: Any) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
-VALUES_SHA256 = b"lipschitz_icl.values_sha256"  # parquet key-value metadata: the digest of the table's values
-
-
-def values_digest(table: pa.Table) -> str:
-    """sha256 of a table's values, column by column (names, null masks, then the values: numbers as
-    their float64/int64 bytes, text as its lengths then its bytes, a dictionary column as the lengths of its
-    runs of equal values then those values, whatever its dictionary), independent of how the table is chunked
-    or encoded. Fed chunk by chunk from Arrow's buffers (copies only where nulls are filled or a type cast):
-    hashing dominates, about 30 ms per million rows."""
-    h = hashlib.sha256()
-    for name, column in zip(table.column_names, table.columns, strict=True):
-        h.update(name.encode() + b"\0")
-        for chunk in column.chunks:
-            h.update(chunk.is_null().to_numpy(zero_copy_only=False))
-        if pa.types.is_dictionary(column.type):  # the values it stands for, as runs of equal values
-            column, lengths = _runs_of_values(column)
-            h.update(lengths.astype("<i8"))
-        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-            _update_text(h, [c.fill_null("") if c.null_count else c for c in column.chunks])
-        else:
-            is_int = pa.types.is_integer(column.type)
-            for chunk in column.chunks:
-                values = chunk if is_int else chunk.cast(pa.float64())
-                values = values.fill_null(0 if is_int else 0.0) if values.null_count else values
-                h.update(np.ascontiguousarray(values.to_numpy(zero_copy_only=False), dtype="<i8" if is_int else "<f8"))
-    return h.hexdigest()
-
-
-def _update_text(h: Any, chunks: list[pa.Array]) -> None:
-    """Every value's length (int64), then every value's bytes, of text chunks without nulls."""
-    spans = []
-    for chunk in chunks:
-        width = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
-        _, offsets_buf, data_buf = chunk.buffers()
-        offsets = np.frombuffer(offsets_buf, dtype=width)[chunk.offset : chunk.offset + len(chunk) + 1]
-        h.update(np.diff(offsets).astype("<i8"))
-        spans.append((data_buf, int(offsets[0]) if len(offsets) else 0, int(offsets[-1]) if len(offsets) else 0))
-    for data_buf, start, stop in spans:
-        if data_buf is not None and stop > start:
-            h.update(memoryview(data_buf)[start:stop])
-
-
-def _runs_of_values(column: pa.ChunkedArray) -> tuple[pa.ChunkedArray, np.ndarray]:
-    """A dictionary column as (the value of each run of equal values, the runs' lengths): the same for the
-    same values whatever the dictionary's order, duplicates or unused entries (a parquet file keeps used ones)."""
-    whole = column.unify_dictionaries().combine_chunks() if column.num_chunks else pa.chunked_array(
-        [], column.type).combine_chunks()
-    codes = whole.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-    starts = np.flatnonzero(np.concatenate([[True], codes[1:] != codes[:-1]])) if len(codes) else np.zeros(0, int)
-    values = whole.take(pa.array(starts, pa.int64())).cast(whole.type.value_type)
-    if len(values) > 1:  # two codes of one value (a dictionary with duplicates): one run
-        text = values.fill_null("\0null").to_pylist()
-        keep = np.concatenate([[True], np.array(text[1:], dtype=object) != np.array(text[:-1], dtype=object)])
-        starts, values = starts[keep], values.filter(pa.array(keep))
-    return pa.chunked_array([values]), np.diff(np.concatenate([starts, [len(codes)]]))
-
-
-def parquet_bytes(table: pa.Table) -> bytes:
-    """A table as the bytes of a parquet file (what ``metrics.parquet`` holds), its pages checksummed (CRC)
-    and the sha256 of its values in the file's metadata (``VALUES_SHA256``, checked by ``read_metrics_table``)."""
-    meta = {**(table.schema.metadata or {}), VALUES_SHA256: values_digest(table).encode()}
-    sink = pa.BufferOutputStream()
-    # dictionary pages and min/max statistics for the columns that repeat (names, steps, indices), not for float
-    # values, where the writer would build a dictionary only to drop it: ~35% faster to write, and smaller
-    repeating = [f.name for f in table.schema if not pa.types.is_floating(f.type)]
-    pq.write_table(table.replace_schema_metadata(meta), sink, write_page_checksum=True, use_dictionary=repeating,
-                   write_statistics=repeating)
-    return sink.getvalue().to_pybytes()
-
-
 def atomic_write_parquet(path: Path, table: pa.Table | bytes) -> None:
     """Write a table, or the bytes of an already-encoded parquet file, atomically."""
     atomic_write_bytes(path, table if isinstance(table, bytes) else parquet_bytes(table))
@@ -202,32 +132,74 @@ def write_run_files(
     ``write_results``. Returns the directory."""
     path = Path(run_dir)
     path.mkdir(parents=True, exist_ok=True)
+    config = config_yaml.encode("utf-8")
     with deferred_signals():
-        atomic_write_text(path / CONFIG_FILE, config_yaml)
-        write_results(path, metrics, summary, params)
+        atomic_write_bytes(path / CONFIG_FILE, config)
+        write_results(path, metrics, summary, params, config)
     return path
 
 
-def write_results(run_dir: Path, metrics: pa.Table | bytes, summary: dict, params: dict | None = None) -> None:
+FILES_KEY = "files"  # summary.json: the sha256 of each file written with it (``write_results``)
+BOUND_FILES = (CONFIG_FILE, METRICS_FILE, PARAMS_FILE)
+
+
+def write_results(run_dir: Path, metrics: pa.Table | bytes, summary: dict, params: dict | None = None,
+                  config: bytes | None = None) -> None:
     """metrics.parquet, params.pt (the trained parameters, when given) then summary.json, each
     atomic, with Ctrl-C held back until all are written; a summary with a final status therefore
-    means the other files are complete.
+    means the other files are complete. summary.json records the sha256 of each (``files``; of
+    config.yaml too: ``config``, its bytes, else the file's), which ``load_run`` checks.
 
     If metrics.parquet or params.pt cannot be written (disk full, say), summary.json is still
     attempted with status ``failed`` and the reason, and the OSError is raised."""
     with deferred_signals():
-        name = METRICS_FILE
+        name, files = METRICS_FILE, {}
         try:
-            atomic_write_parquet(run_dir / METRICS_FILE, metrics)
+            data = metrics if isinstance(metrics, bytes) else parquet_bytes(metrics)
+            atomic_write_bytes(run_dir / METRICS_FILE, data)
+            files[METRICS_FILE] = sha256_hex(data)
             if params is not None:
-                name = PARAMS_FILE
-                atomic_write_params(run_dir / PARAMS_FILE, params)
+                name, data = PARAMS_FILE, params_bytes(params)
+                atomic_write_bytes(run_dir / PARAMS_FILE, data)
+                files[PARAMS_FILE] = sha256_hex(data)
         except OSError as e:
             failed = {**summary, "status": "failed", "error": f"cannot write {name}: {e.strerror or e}"}
             with contextlib.suppress(OSError):
                 atomic_write_json(run_dir / SUMMARY_FILE, failed)
             raise
-        atomic_write_json(run_dir / SUMMARY_FILE, summary)
+        with contextlib.suppress(OSError):  # written at the run's start; unreadable: recorded by config_hash only
+            files[CONFIG_FILE] = sha256_hex(config if config is not None else (run_dir / CONFIG_FILE).read_bytes())
+        atomic_write_json(run_dir / SUMMARY_FILE, {**summary, FILES_KEY: files})
+
+
+def recorded_digests(run_dir: Path, summary: dict) -> dict[str, str] | None:
+    """The sha256 that summary.json records of the run's other files (None: a run written before they were
+    recorded, or one that never finished). A file it lists that is missing, or a metrics.parquet or params.pt
+    that it does not list (a file of another run), is bad input naming the file."""
+    files = summary.get(FILES_KEY)
+    if files is None:
+        return None
+    if not isinstance(files, dict) or not set(files) <= set(BOUND_FILES) or not all(
+            isinstance(v, str) and len(v) == 64 for v in files.values()):
+        raise UserInputError(f"{run_dir / SUMMARY_FILE}: corrupt, {FILES_KEY} is not a mapping of "
+                             f"{', '.join(BOUND_FILES)} to sha256 digests")
+    for name in BOUND_FILES:
+        there = (run_dir / name).exists()
+        if name in files and not there:
+            raise UserInputError(f"{run_dir / name}: missing ({SUMMARY_FILE} records its checksum; the run's files "
+                                 "were moved or deleted)")
+        if there and name not in files and name != CONFIG_FILE:
+            raise UserInputError(f"{run_dir / name}: not written with this run's {SUMMARY_FILE}, which records no "
+                                 "such file (a file of another run?)")
+    return files
+
+
+def check_digest(path: Path, data: bytes, digests: dict[str, str] | None) -> None:
+    """Refuse ``data`` read from ``path`` unless it is the file written with the run's summary.json."""
+    expected = digests.get(path.name) if digests else None
+    if expected is not None and sha256_hex(data) != expected:
+        raise UserInputError(f"{path}: not the file written with this run's {SUMMARY_FILE} (its sha256 differs "
+                             "from the one recorded there: a file of another run, or changed since)")
 
 
 def params_bytes(state: dict[str, Any]) -> bytes:
@@ -245,13 +217,15 @@ def atomic_write_params(path: Path, state: dict[str, torch.Tensor]) -> None:
     atomic_write_bytes(path, params_bytes(state))
 
 
-def read_params(run_dir: str | Path) -> dict[str, torch.Tensor]:
-    """The trained parameters of a run, loaded with weights_only=True (no arbitrary objects)."""
+def read_params(run_dir: str | Path, digests: dict[str, str] | None = None) -> dict[str, torch.Tensor]:
+    """The trained parameters of a run, loaded with weights_only=True (no arbitrary objects); with ``digests``
+    (``recorded_digests``) refused unless params.pt is the file written with the run's summary.json."""
     path = Path(run_dir) / PARAMS_FILE
     if not path.is_file():
         raise UserInputError(f"{run_dir}: the run has no {PARAMS_FILE} (written by runs of this version)")
+    raw = path.read_bytes()
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 - a corrupt or hostile file is bad input
         raise UserInputError(f"{path}: cannot be read as a state dict ({type(e).__name__})") from None
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
@@ -260,6 +234,7 @@ def read_params(run_dir: str | Path) -> dict[str, torch.Tensor]:
         if tensor.is_complex():  # no model trains complex parameters; evaluate would mix them in silently
             raise UserInputError(f"{path}: parameter {str(key)[:40]!r} is {str(tensor.dtype).removeprefix('torch.')} "
                                  "(real tensors expected)")
+    check_digest(path, raw, digests)  # after the checks of its content: a corrupt file is named as such
     return state
 
 
@@ -355,11 +330,20 @@ def kinds_names(kinds: tuple[type, ...]) -> list[str]:
     return [{"str": "string", "int": "integer", "float": "number"}[k.__name__] for k in kinds]
 
 
-def read_metrics_table(run_dir: str | Path, name: str = METRICS_FILE) -> pa.Table:
+def read_metrics_table(run_dir: str | Path, name: str = METRICS_FILE, digests: dict[str, str] | None = None
+                       ) -> pa.Table:
     """metrics.parquet of a run (or another checksummed table in ``run_dir``); a corrupt file is bad input
-    naming the file."""
+    naming the file, and so is, with ``digests`` (``recorded_digests``), a file not written with the run's
+    summary.json."""
     path = Path(run_dir) / name
     raw = path.read_bytes()  # an I/O error here is one; below, any error is the file's content
+    table = metrics_table_of(raw, path)
+    check_digest(path, raw, digests)  # after the checks of its content: a corrupt file is named as such
+    return table
+
+
+def metrics_table_of(raw: bytes, path: Path) -> pa.Table:
+    """The table of a checksummed parquet file's bytes ``raw`` read from ``path`` (named by its errors)."""
     try:
         table = pq.read_table(pa.BufferReader(raw), page_checksum_verification=True)
         recorded = (table.schema.metadata or {}).get(VALUES_SHA256)  # None: written before checksums

@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from ..checksums import sha256_hex
 from ..config import Config
 from ..errors import UserInputError
 from ..recorder import SCHEMA, as_table
@@ -201,7 +202,8 @@ class _Recorder:
             written = [self._write_dir(point, result, summary) for (point, result), summary in
                        zip(batch, summaries, strict=True)]
             elapsed = [t if ok else None for t, ok in zip(elapsed, written, strict=True)]
-            stored = [(None, _config_json(p, r), json_text(s)) for (p, r), s in zip(batch, summaries, strict=True)]
+            stored = [(None, _config_json(p, r), json_text(s), None) for (p, r), s in
+                      zip(batch, summaries, strict=True)]
         else:
             stored = self._write_batch(batch, summaries, encoded)
         self.index.record_batch([(point.config_hash, summary, t, where) for (point, _), summary, t, where
@@ -218,7 +220,8 @@ class _Recorder:
         if encoded is None:
             encoded = encode_pairs(batch)
         file = write_batch(self.sweep_dir, encoded)
-        return [(file, _config_json(point, result), json_text(summary))
+        digest = sha256_hex(encoded[1])  # the file's bytes, in memory: what a reader checks it by
+        return [(file, _config_json(point, result), json_text(summary), digest)
                 for (point, result), summary in zip(batch, summaries, strict=True)]
 
     def _write_dir(self, point: Point, result: dict[str, Any], summary: dict) -> bool:

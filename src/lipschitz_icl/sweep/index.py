@@ -9,13 +9,15 @@ sees a half-written row and a killed sweep leaves an index that the next run res
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import math
 import os
 import re
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,9 +63,12 @@ SUMMARY_KEYS = {k: k for k in ["seed", "steps", "final_loss", "final_test_error"
 RUN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,254}")  # one plain folder name: no separator, never '..'
 CURRENT_TABLE = "current"  # the config hashes of the spec (or list of configs) run last into the folder
 # where each finished run's results are: its batch file under results/ (null: its run directory), its resolved
-# config and its summary (JSON text); written with the run's row of ``runs``, in the same transaction
+# config and its summary (JSON text), and the sha256 of the batch file's bytes (null in indexes written before it
+# was recorded); written with the run's row of ``runs``, in the same transaction
 STORED_TABLE = "stored"
-STORED_COLUMNS = "config_hash TEXT PRIMARY KEY, results TEXT, config TEXT NOT NULL, summary TEXT NOT NULL"
+STORED_COLUMNS = ("config_hash TEXT PRIMARY KEY, results TEXT, config TEXT NOT NULL, summary TEXT NOT NULL, "
+                  "results_sha256 TEXT")
+DIGEST = "results_sha256"
 
 
 def check_run_names(names: Iterable[str], path: Path) -> None:
@@ -80,6 +85,29 @@ def one_line_error(e: BaseException) -> str:
     return " ".join(str(e).split())[:160] or type(e).__name__
 
 
+# SQLite result codes (the low byte) of a fault of the disk or the file system, not of the index's content: full,
+# I/O error, read-only, busy past the timeout, locked, cannot open
+RUNTIME_CODES = {13, 10, 8, 5, 6, 14}
+
+
+def is_runtime_fault(e: sqlite3.Error) -> bool:
+    return (getattr(e, "sqlite_errorcode", 0) & 0xFF) in RUNTIME_CODES
+
+
+@contextlib.contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """A write to the index: a fault of the disk (full, I/O error) is an OSError naming the file, exit 1 from the
+    CLI; the transaction is rolled back, so the index keeps every row committed before and stays readable."""
+    try:
+        yield
+    except sqlite3.OperationalError as e:
+        if not is_runtime_fault(e):
+            raise
+        full = (e.sqlite_errorcode & 0xFF) == 13
+        raise OSError(errno.ENOSPC if full else errno.EIO, f"{path}: cannot be written ({one_line_error(e)}); the "
+                      "runs it recorded before are kept") from None
+
+
 def _clean(v: Any) -> Any:
     return None if isinstance(v, float) and not math.isfinite(v) else v
 
@@ -92,7 +120,11 @@ class Index:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         try:
-            self._prepare()
+            with writing(self.path):
+                self._prepare()
+        except OSError:
+            self.db.close()
+            raise
         except sqlite3.DatabaseError as e:  # not SQLite, truncated, another schema: bad input naming the file
             self.db.close()
             raise UserInputError(f"{self.path}: cannot be used as a sweep index ({one_line_error(e)}); move it "
@@ -108,6 +140,8 @@ class Index:
             self.db.execute(f"CREATE TABLE IF NOT EXISTS {CURRENT_TABLE} (config_hash TEXT PRIMARY KEY)")
             self.db.execute(f"CREATE TABLE IF NOT EXISTS {STORED_TABLE} ({STORED_COLUMNS})")
             self.db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            if DIGEST not in _columns(self.db, STORED_TABLE):  # an index written before the digests
+                self.db.execute(f"ALTER TABLE {STORED_TABLE} ADD COLUMN {DIGEST} TEXT")
         found = [row[1] for row in self.db.execute("PRAGMA table_info(runs)")]
         if found != NAMES:
             raise sqlite3.DatabaseError(f"its runs table has other columns ({', '.join(found)[:120]})")
@@ -136,7 +170,7 @@ class Index:
         moves), with point and axes updated. A new run whose name another row already holds is an
         error (UserInputError) and nothing is registered: two configs never share a directory."""
         rows = list(rows)
-        with self.db:
+        with writing(self.path), self.db:
             self.db.execute("BEGIN IMMEDIATE")
             taken = dict(self.db.execute("SELECT name, config_hash FROM runs"))
             known = set(taken.values())
@@ -156,7 +190,7 @@ class Index:
     def record_batch(self, rows: list[tuple[str, dict[str, Any], float | None, StoredRun | None]]) -> None:
         """Store the results of a batch of runs, in one transaction: each row (hash, summary, elapsed_s,
         stored) sets the run's summary numbers and, where ``stored`` = (results file or None, config JSON,
-        summary JSON) is given, where its results are."""
+        summary JSON, sha256 of the results file or None) is given, where its results are."""
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         updates, stored = [], []
         for config_hash, summary, elapsed_s, where in rows:
@@ -167,18 +201,23 @@ class Index:
             if where is not None:
                 stored.append((config_hash, *where))
         sets = ", ".join(f"{k}=?" for k in [*SUMMARY_KEYS.values(), "status", "error", "elapsed_s", "finished_at"])
-        with self.db:
+        with writing(self.path), self.db:
             self.db.execute("BEGIN IMMEDIATE")
             self.db.executemany(f"UPDATE runs SET {sets} WHERE config_hash=?", updates)
             self.db.executemany(f"DELETE FROM {STORED_TABLE} WHERE config_hash=?", [(h,) for h, *_ in rows])
-            self.db.executemany(f"INSERT INTO {STORED_TABLE} VALUES (?, ?, ?, ?)", stored)
+            self.db.executemany(f"INSERT INTO {STORED_TABLE} (config_hash, results, config, summary, {DIGEST}) "
+                                "VALUES (?, ?, ?, ?, ?)", stored)
 
     def results_files(self) -> set[str]:
         """The batch files some row names."""
         return {r for (r,) in self.db.execute(f"SELECT DISTINCT results FROM {STORED_TABLE}") if r}
 
 
-StoredRun = tuple[str | None, str, str]  # (results file under results/ or None, config JSON, summary JSON)
+StoredRun = tuple[str | None, str, str, str | None]  # (results file or None, config JSON, summary JSON, its sha256)
+
+
+def _columns(db: sqlite3.Connection, table: str) -> list[str]:
+    return [row[1] for row in db.execute(f"PRAGMA table_info({table})")]
 
 
 def _read_runs(path: Path, current_only: bool = False, stored: str = "results") -> pd.DataFrame:
@@ -198,7 +237,9 @@ def _read_runs(path: Path, current_only: bool = False, stored: str = "results") 
             continue
         try:
             frame = pd.read_sql_query(_runs_query(db, current_only), db)
-            return frame.merge(_stored(db, stored), on="config_hash", how="left", validate="one_to_one")
+            frame = frame.merge(_stored(db, stored), on="config_hash", how="left", validate="one_to_one")
+            frame.attrs["hashes"] = {h for (h,) in db.execute("SELECT config_hash FROM runs")}
+            return frame
         except (sqlite3.DatabaseError, pd.errors.DatabaseError) as e:
             last = e
         finally:
@@ -207,11 +248,13 @@ def _read_runs(path: Path, current_only: bool = False, stored: str = "results") 
 
 
 def _stored(db: sqlite3.Connection, columns: str) -> pd.DataFrame:
-    """``columns`` of the ``stored`` table (none in an index made before it existed)."""
+    """``columns`` of the ``stored`` table (none in an index made before it existed; a column added since: null)."""
     names = ["config_hash", *columns.split(", ")]
     if not db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (STORED_TABLE,)).fetchone():
         return pd.DataFrame({n: pd.Series(dtype=object) for n in names})
-    return pd.read_sql_query(f"SELECT {', '.join(names)} FROM {STORED_TABLE}", db)
+    there = _columns(db, STORED_TABLE)
+    return pd.read_sql_query(f"SELECT {', '.join(n if n in there else f'NULL AS {n}' for n in names)} "
+                             f"FROM {STORED_TABLE}", db)
 
 
 def _runs_query(db: sqlite3.Connection, current_only: bool) -> str:
@@ -221,21 +264,41 @@ def _runs_query(db: sqlite3.Connection, current_only: bool) -> str:
     return f"SELECT * FROM runs{where} ORDER BY point, name"
 
 
+NUMBERS = {"integer", "floating", "mixed-integer-float", "decimal", "empty"}  # pandas' inferred kinds
+
+
+def check_types(frame: pd.DataFrame, path: Path) -> None:
+    """Every column of ``runs`` holds values of its SQL type or nulls (SQLite stores whatever it is given: a
+    hand-edited index may hold text where a number belongs, or a blob)."""
+    for name, kind, _ in COLUMNS:
+        column = frame[name]
+        text = kind.startswith("TEXT")
+        found = "empty" if column.isna().all() else pd.api.types.infer_dtype(column, skipna=True)
+        if found not in ({"string", "empty"} if text else NUMBERS):
+            raise UserInputError(f"{path}: holds values a sweep index cannot hold (column {name}: {found} values, "
+                                 f"{'text' if text else 'numbers'} expected)")
+
+
 def load_index(sweep_dir: str | Path, expand_axes: bool = True, current_only: bool = False,
-               stored_json: bool = False) -> pd.DataFrame:
+               stored_json: bool = False, digests: bool = False) -> pd.DataFrame:
     """The index of a sweep directory as a DataFrame, one row per run in spec order (``current_only``: only
     the runs of the spec run last into the folder, not those of an earlier, larger spec).
 
     Adds ``results`` (the batch file under results/ that holds the run's metrics; None for a run in its
     own directory), ``run_dir`` (that directory; None for a run stored by batch) and, with ``expand_axes``,
     one column per axis key (e.g. ``task.L``, ``seed``) read from the ``axes`` JSON. ``stored_json``: also
-    ``config`` and ``summary``, each finished run's resolved config and summary as JSON text."""
+    ``config`` and ``summary``, each finished run's resolved config and summary as JSON text. ``digests``: also
+    ``results_sha256``, the sha256 of the results file recorded with each run (None before it was recorded),
+    and ``attrs["hashes"]``, the config hashes of every row of the index (``current_only`` or not)."""
     path = Path(sweep_dir) / INDEX_FILE
     if not path.is_file():
         raise UserInputError(f"{sweep_dir}: not a sweep directory (no {INDEX_FILE})")
-    frame = _read_runs(path, current_only, "results, config, summary" if stored_json else "results")
+    stored = "results" + (", config, summary" if stored_json else "") + (f", {DIGEST}" if digests else "")
+    frame = _read_runs(path, current_only, stored)
+    hashes = frame.attrs.pop("hashes", set())
     if list(frame.columns)[: len(NAMES)] != NAMES:
         raise UserInputError(f"{path}: not a sweep index of this version (columns {', '.join(frame.columns)[:120]})")
+    check_types(frame, path)
     check_run_names(frame["name"], path)
     results = [r if isinstance(r, str) else None for r in frame["results"]]
     frame["results"] = pd.Series(results, index=frame.index, dtype=object)  # None, never NaN: a missing file
@@ -258,4 +321,6 @@ def load_index(sweep_dir: str | Path, expand_axes: bool = True, current_only: bo
         keys += ["seed"] if any("seed" in a for a in axes) else []
     frame.attrs["axes"] = keys  # the axis columns, in spec order ("seed" last when it is an axis)
     frame.attrs["sweep_dir"] = str(sweep_dir)  # where the rows came from (the plots read stored summaries there)
+    if digests:
+        frame.attrs["hashes"] = hashes
     return frame

@@ -26,6 +26,7 @@ import pyarrow as pa
 import torch
 
 from ..api import Run, load_run
+from ..checksums import sha256_hex
 from ..config import validate_config
 from ..errors import UserInputError
 from ..recorder import SCHEMA, Recorder, joined_table, metrics_frame
@@ -34,11 +35,14 @@ from ..store import (
     SUMMARY_FILE,
     TMP_SUFFIX,
     atomic_write_bytes,
+    metrics_table_of,
     params_bytes,
     parquet_bytes,
     read_metrics_table,
+    read_summary,
+    recorded_digests,
 )
-from .index import FINISHED, load_index
+from .index import DIGEST, FINISHED, INDEX_FILE, RUNS_DIR, load_index
 
 RESULTS_DIR = "results"
 PARAMS_SUFFIX = ".params.pt"
@@ -104,41 +108,84 @@ def remove_unnamed(sweep_dir: Path, named: set[str]) -> None:
 
 
 class ResultReader:
-    """Reads runs back from a sweep's batch files, each file once (``read_run`` of many runs of one batch)."""
+    """Reads runs back from a sweep's batch files, each file once (``read_run`` of many runs of one batch),
+    checking that each is the file its index rows name: of the sha256 they record (``digest``), holding the
+    metrics of no run the index lacks (``known``: every config hash of the index; None: not checked), and
+    holding the metrics of each finished run that names it."""
 
-    def __init__(self, sweep_dir: str | Path) -> None:
-        self.folder = Path(sweep_dir) / RESULTS_DIR
+    def __init__(self, sweep_dir: str | Path, known: set[str] | None = None) -> None:
+        self.folder, self.known = Path(sweep_dir) / RESULTS_DIR, known
+        self.index = Path(sweep_dir) / INDEX_FILE
         self._tables: dict[str, tuple[pa.Table, dict[str, tuple[int, int]]]] = {}
         self._digests: dict[str, bytes | None] = {}  # the params digest each batch file records
+        self._sha256: dict[str, str] = {}  # each batch file's own
         self._params: dict[str, dict] = {}
 
-    def metrics(self, file: str, config_hash: str) -> pa.Table:
-        """The run's rows of the batch file (recorder schema), checked as ``metrics.parquet`` is."""
+    def metrics(self, file: str, config_hash: str, digest: str | None = None, finished: bool = False) -> pa.Table:
+        """The run's rows of the batch file (recorder schema), checked as ``metrics.parquet`` is, against the
+        ``digest`` its index row records, and (``finished``: a run that recorded metrics) holding the run."""
         if file not in self._tables:
-            table = _read_batch(self.folder / file)
-            self._digests[file] = (table.schema.metadata or {}).get(PARAMS_SHA256)
-            self._tables[file] = _runs_of(table, self.folder / file)
+            self._load(file)
         table, rows = self._tables[file]
+        if digest is not None and digest != self._sha256[file]:
+            raise UserInputError(f"{self.folder / file}: not the results file the index recorded for run "
+                                 f"{config_hash[:16]} (its sha256 differs: a file of other runs, or changed since)"
+                                 + REPAIR)
+        if finished and config_hash not in rows:
+            raise UserInputError(f"{self.folder / file}: holds no metrics of run {config_hash[:16]}, whose index row "
+                                 "names it (a file of other runs?)" + REPAIR)
         start, length = rows.get(config_hash, (0, 0))
         return table.slice(start, length)
 
+    def _load(self, file: str) -> None:
+        path = self.folder / file
+        table, raw = _read_batch(path)
+        self._sha256[file] = sha256_hex(raw)
+        self._digests[file] = (table.schema.metadata or {}).get(PARAMS_SHA256)
+        self._tables[file] = _runs_of(table, path)
+        unknown = set(self._tables[file][1]) - self.known if self.known is not None else set()
+        if unknown:
+            raise UserInputError(f"{path}: holds the metrics of {len(unknown)} run(s) that {self.index} has no row "
+                                 f"for ({', '.join(sorted(h[:16] for h in unknown)[:3])}: a row removed, or a file "
+                                 "of another sweep)" + REPAIR)
+
     def params(self, file: str, config_hash: str) -> dict[str, torch.Tensor] | None:
+        """The run's parameters from the batch's .params.pt (None where the batch saved none); a params file
+        that its batch file records but that is missing, or a path that is not a file, is bad input naming it."""
         path = self.folder / (file.removesuffix(".parquet") + PARAMS_SUFFIX)
-        if not path.is_file():
+        if file not in self._tables:
+            self._load(file)  # the batch file first: it holds the params file's digest
+        if self._digests.get(file) is not None and not path.exists():
+            raise UserInputError(f"{path}: missing (its results file records its checksum; the sweep's parameters "
+                                 "were moved or deleted)" + REPAIR)
+        if path.exists() and not path.is_file():
+            raise UserInputError(f"{path}: not a file (the parameters of a batch of runs expected)")
+        if not path.exists():
             return None
         if file not in self._params:
-            self.metrics(file, config_hash)  # the batch file first: it holds the params file's digest
             self._params[file] = _read_params(path, self._digests.get(file))
         return self._params[file].get(config_hash)
 
-    def run(self, file: str | None, config: str, summary: str) -> Run:
-        """A Run from its stored config and summary (JSON text) and its batch file (None: no metrics)."""
-        cfg = validate_config(json.loads(config))
-        summary_data = json.loads(summary)
-        h = summary_data.get(KEY, cfg.config_hash())
-        if file is None:
+    def run(self, row: Any) -> Run:
+        """A Run from its index row (``load_index(..., stored_json=True, digests=True)``): its stored config and
+        summary (JSON text), each refused unless of the row's config hash, and its batch file (None: no metrics)."""
+        cfg = validate_config(json.loads(row.config))
+        summary_data = json.loads(row.summary)
+        h = row.config_hash
+        for what, found in (("summary", summary_data.get(KEY, h) if isinstance(summary_data, dict) else None),
+                            ("config", cfg.config_hash())):
+            if found != h:
+                raise UserInputError(f"{self.index}: the stored {what} of run {row.name} is of config "
+                                     f"{str(found)[:16]}, not of its row's {h[:16]}" + REPAIR)
+        if row.results is None:
             return Run(cfg, summary_data, SCHEMA.empty_table())
-        return Run(cfg, summary_data, self.metrics(file, h), params=self.params(file, h))
+        metrics = self.metrics(row.results, h, _digest(row), row.status in FINISHED)
+        return Run(cfg, summary_data, metrics, params=self.params(row.results, h))
+
+
+def _digest(row: Any) -> str | None:
+    value = getattr(row, DIGEST, None)
+    return value if isinstance(value, str) else None
 
 
 def _runs_of(table: pa.Table, path: Path) -> tuple[pa.Table, dict[str, tuple[int, int]]]:
@@ -156,17 +203,19 @@ def _runs_of(table: pa.Table, path: Path) -> tuple[pa.Table, dict[str, tuple[int
     return table.select(SCHEMA.names), rows
 
 
-def _read_batch(path: Path) -> pa.Table:
+def _read_batch(path: Path) -> tuple[pa.Table, bytes]:
+    """A batch file's table and its bytes."""
     if not path.is_file():
         raise UserInputError(f"{path}: missing (the index names it; the sweep's results were moved or deleted)"
                              + REPAIR)
+    raw = path.read_bytes()
     try:
-        table = read_metrics_table(path.parent, path.name)
+        table = metrics_table_of(raw, path)
     except UserInputError as e:
         raise UserInputError(str(e) + REPAIR) from None
     if not table.schema.equals(TABLE_SCHEMA, check_metadata=False):
         raise UserInputError(f"{path}: not a sweep results table (columns {table.schema.names})")
-    return table
+    return table, raw
 
 
 def _read_params(path: Path, digest: bytes | None) -> dict[str, Any]:
@@ -190,37 +239,66 @@ def load_runs(sweep_dir: str | Path, finished_only: bool = False, current_only: 
     """The runs of a sweep as Runs, in spec order (every run in the folder, as ``load_index``;
     ``current_only``: those of the spec run last): from the batch files or the run directories, whichever holds each.
     Runs not finished yet (pending, interrupted, failed) are left out with ``finished_only``; a pending
-    run (nothing stored) always is."""
-    rows = load_index(sweep_dir, current_only=current_only, stored_json=True)
-    reader = ResultReader(sweep_dir)
+    run (nothing stored) always is. Files that are not those the index recorded are refused (``ResultReader``)."""
+    rows = load_index(sweep_dir, current_only=current_only, stored_json=True, digests=True)
+    reader = ResultReader(sweep_dir, rows.attrs["hashes"])
     runs = []
     for row in rows.itertuples(index=False):
         if finished_only and row.status not in FINISHED:
             continue
-        if row.run_dir and (Path(row.run_dir) / SUMMARY_FILE).is_file():  # --run-dirs
-            run = load_run(row.run_dir, require_finished=False)
-        elif isinstance(row.config, str):
-            run = reader.run(row.results, row.config, row.summary)
-        else:
-            continue
-        run.dir = Path(row.run_dir) if row.run_dir else None
-        runs.append(run)
+        run = _run_of(row, reader)
+        if run is not None:
+            run.dir = Path(row.run_dir) if row.run_dir else None
+            runs.append(run)
     return runs
+
+
+def _run_of(row: Any, reader: ResultReader) -> Run | None:
+    """The run of an index row: its run directory (``--run-dirs``), else its stored results; None for a run
+    that stored nothing (pending). A directory holding another config's run is refused, unless the row says
+    the run failed (it was not written over that run) and stores its own summary."""
+    directory = Path(row.run_dir) if row.run_dir else None
+    if directory is not None and (directory / SUMMARY_FILE).is_file():
+        run = load_run(directory, require_finished=False)
+        found = run.summary.get(KEY)
+        if found in (None, row.config_hash):
+            return run
+        if row.status != "failed" or not isinstance(row.config, str):
+            raise UserInputError(f"{directory}: holds the run of config {str(found)[:16]}, not that of its index row "
+                                 f"({row.config_hash[:16]})")
+    if isinstance(row.config, str):
+        return reader.run(row)
+    _check_stored(row, reader)
+    return None
+
+
+def _check_stored(row: Any, reader: ResultReader) -> None:
+    """Refuse a finished run whose results the index does not store (its row of ``stored`` removed)."""
+    if row.status in FINISHED:
+        raise UserInputError(f"{reader.index}: run {row.name} is {row.status}, but the index stores none of its "
+                             f"results and {RUNS_DIR}/{row.name} holds no run (a row removed?)" + REPAIR)
+
+
+def _dir_metrics(run_dir: Path) -> pa.Table:
+    """metrics.parquet of a run directory, checked against the digest its summary.json records."""
+    digests = recorded_digests(run_dir, read_summary(run_dir)) if (run_dir / SUMMARY_FILE).is_file() else None
+    return read_metrics_table(run_dir, digests=digests)
 
 
 def load_metrics(sweep_dir: str | Path, current_only: bool = False) -> pd.DataFrame:
     """Every run's metrics as one tidy DataFrame (name, step, metric, k, n, value), ``name`` the run's
     name in the index (join ``load_index`` on it for the axis values); every run in the folder, as
-    ``load_index`` (``current_only``: those of the spec run last)."""
-    rows = load_index(sweep_dir, current_only=current_only)
-    reader = ResultReader(sweep_dir)
+    ``load_index`` (``current_only``: those of the spec run last). Files are checked as by ``load_runs``."""
+    rows = load_index(sweep_dir, current_only=current_only, digests=True)
+    reader = ResultReader(sweep_dir, rows.attrs["hashes"])
     parts = []
     for row in rows.itertuples(index=False):
         if row.results:
-            table = reader.metrics(row.results, row.config_hash)
+            table = reader.metrics(row.results, row.config_hash, _digest(row), row.status in FINISHED)
         elif row.run_dir and (Path(row.run_dir) / METRICS_FILE).is_file():
-            table = read_metrics_table(row.run_dir)
+            table = _dir_metrics(Path(row.run_dir))
         else:
+            _check_stored(row, reader)
             continue
         parts.append(table.add_column(0, "name", pa.repeat(pa.scalar(row.name, pa.string()), table.num_rows)))
     if not parts:
