@@ -27,7 +27,7 @@ from lipschitz_icl.report.export import claims_frame
 from lipschitz_icl.report.html import write_report_html
 from lipschitz_icl.report.md import write_report_md
 
-WITH_CONTROLS = {"H1", "P1"}  # claims given controls so far: this set may only grow
+WITH_CONTROLS = {"H1", "H2", "P1", "P8"}  # claims given controls so far: this set may only grow
 
 
 def registered_claims() -> list[str]:
@@ -54,7 +54,7 @@ def test_the_claims_with_controls_only_grow():
     assert WITH_CONTROLS <= {cid for cid in registered_claims() if has_controls(cid)}
 
 
-@pytest.mark.parametrize("cid", ["H1", "P1"])
+@pytest.mark.parametrize("cid", ["H1", "P1", "P8"])
 def test_the_two_phase_reading_passes_a_single_power_law_so_it_cannot_fail(cid):
     # the analysis' n_phases compares the mean rate of -log(1 - Attn) before and after T_1: any law that slows down
     # passes, a power law included; the logistic and the ramp are rejected, the planted two-rate curve accepted
@@ -62,6 +62,13 @@ def test_the_two_phase_reading_passes_a_single_power_law_so_it_cannot_fail(cid):
     assert made.null.verdict == SUPPORTED and made.planted.verdict == SUPPORTED
     assert made.extra["null_logistic"].verdict == NOT_SUPPORTED and made.extra["null_ramp"].verdict == NOT_SUPPORTED
     assert not made.can_fail and "power law" in made.failing()
+
+
+def test_the_four_phase_events_pass_a_logistic_and_a_ramp_so_h2_cannot_fail():
+    # take-off, fastest growth, saturation and convergence are found on any S-shaped or straight rise
+    made = controls_of("H2")
+    assert made.null.verdict == made.extra["null_ramp"].verdict == made.planted.verdict == SUPPORTED
+    assert made.null.statistic["phases_by_feature"] == {0: 1, 1: 4, 2: 4} and not made.can_fail
 
 
 def test_synthetic_curves_read_as_documented():

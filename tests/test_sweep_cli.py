@@ -105,7 +105,8 @@ def _finished_rows(index: Path) -> int:
         return 0
 
 
-def test_sigkill_halfway_then_rerun_matches_an_uninterrupted_sweep(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_sigkill_halfway_then_rerun_matches_an_uninterrupted_sweep(tmp_path, sig):
     spec = write_spec(tmp_path / "k.yaml", grid={"task.L": [0.5, 1, 2, 4]}, seeds=3)
     data = yaml.safe_load(spec.read_text())
     data["base"]["train"]["steps"] = 100
@@ -125,8 +126,15 @@ def test_sigkill_halfway_then_rerun_matches_an_uninterrupted_sweep(tmp_path):
             assert time.monotonic() < deadline, "the sweep did not record 3 runs in time"
             time.sleep(0.02)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the driver and its Dask workers, mid-sweep
-        proc.wait()
+        os.killpg(proc.pid, sig)  # the driver and its Dask workers, mid-sweep (SIGTERM: as a batch system stops it)
+        try:
+            rc = proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            rc = proc.wait()
+    if sig == signal.SIGTERM:  # handled as Ctrl-C: one line, exit 130, what finished kept
+        lines = proc.stderr.read().decode().strip().splitlines()
+        assert rc == 130 and lines and "Traceback" not in "\n".join(lines), lines
     done_at_kill = _finished_rows(killed / "index.sqlite")
     assert 3 <= done_at_kill < total, "the sweep was not killed halfway"
 

@@ -53,3 +53,12 @@ def curve_metrics(steps: np.ndarray, attn: np.ndarray) -> pd.DataFrame:
 def n_phases_of_curve(steps: np.ndarray, attn: np.ndarray, t1_level: float = 0.5) -> int:
     """The analysis' ``n_phases`` of one synthetic curve (T_1: its first step at or above ``t1_level``)."""
     return int(phase_rates(curve_metrics(steps, attn), first_step(steps, attn, t1_level))["n_phases"])
+
+
+SCALES = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)  # six synthetic runs: one curve at six time scales (t -> t / scale)
+
+
+def share_two_phases(curve, scales: tuple[float, ...] = SCALES) -> float:
+    """The share of ``curve(t / scale)`` over ``scales`` that the analysis reads as 2 phases (none censored)."""
+    t = curve_steps()
+    return sum(n_phases_of_curve(t, curve(t / s)) == 2 for s in scales) / len(scales)

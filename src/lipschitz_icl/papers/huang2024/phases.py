@@ -62,13 +62,7 @@ def exp_predecessor(ctx: Context) -> list[ClaimResult]:
     events = growth_events_by_feature(r_imb)
     per_phase = {k: phase_count(ev) for k, ev in events.items()}
     conv = {k: ev[3] for k, ev in events.items()}
-    rare = [t for k, t in conv.items() if k != 0]
-    dominant_first = conv[0] is not None and all(t is None or t > conv[0] for t in rare)
-    rare_first = any(t is not None and (conv[0] is None or t < conv[0]) for t in rare)
-    four = all(per_phase[k] == 4 for k in per_phase if k != 0)
-    too_few = any(per_phase[k] < 4 and conv[k] is not None for k in per_phase if k != 0)
-    sup2 = dominant_first and per_phase[0] == 1 and four
-    ref2 = rare_first or per_phase[0] > 1 or too_few
+    sup2, ref2 = h2_rule(events)
     fig = _predecessor_figure(ctx, r_bal, r_imb, events)
     return [
         claim("H1", crit1, {"n_phases": a_bal["n_phases"], "final_loss": r_bal.summary["final_loss"],
@@ -111,6 +105,40 @@ def h1_controls() -> Controls:
         planted=read(two_rates(t), "-log(1 - Attn) rising at 0.02 per step to Attn = 0.6, then 10x more slowly"),
         extra={"null_logistic": read(logistic(t), "a logistic from Attn = 0.1 (one S-shaped law)"),
                "null_ramp": read(ramp(t), "a straight line from 0 to 1")})
+
+
+def h2_rule(events: dict[int, tuple[int | None, ...]]) -> tuple[bool, bool]:
+    """H2's (supported, refuted) from each feature's growth events (feature 0 the dominant one)."""
+    per_phase = {k: phase_count(ev) for k, ev in events.items()}
+    conv = {k: ev[3] for k, ev in events.items()}
+    rare = [t for k, t in conv.items() if k != 0]
+    dominant_first = conv[0] is not None and all(t is None or t > conv[0] for t in rare)
+    rare_first = any(t is not None and (conv[0] is None or t < conv[0]) for t in rare)
+    four = all(per_phase[k] == 4 for k in per_phase if k != 0)
+    too_few = any(per_phase[k] < 4 and conv[k] is not None for k in per_phase if k != 0)
+    return dominant_first and per_phase[0] == 1 and four, rare_first or per_phase[0] > 1 or too_few
+
+
+@controls("H2")
+def h2_controls() -> Controls:
+    """H2's rule on synthetic imbalanced runs: the dominant feature 1 - 0.4 e^(-t/250) (one phase from 0.6, the
+    same in every case), two rare ones converging after it."""
+    t = curve_steps()
+
+    def read(rare_curves, how: str):
+        events = {0: growth_events(t, 1 - 0.4 * np.exp(-t / 250))}
+        events.update({k: growth_events(t, curve) for k, curve in enumerate(rare_curves, start=1)})
+        return case(*h2_rule(events), {"phases_by_feature": {k: phase_count(ev) for k, ev in events.items()}}, how)
+
+    def stalled(rate: float) -> np.ndarray:  # flat at 0.1 until step 1000, then an S-shaped rise
+        return np.where(t < 1000, 0.1, logistic(np.maximum(t - 1000, 0), start=0.1, rate=rate))
+
+    return Controls(
+        null=read([logistic(t, 0.1, 2e-3), logistic(t, 0.1, 1.5e-3)],
+                  "rare features each one logistic from 0.1 (one S-shaped law: no distinct phases)"),
+        planted=read([stalled(2e-3), stalled(1.5e-3)],
+                     "rare features that stall at 0.1 for 1000 steps, then take off, grow, saturate and converge"),
+        extra={"null_ramp": read([ramp(t, 8000), ramp(t, 9000)], "rare features each a straight line to 1")})
 
 
 def phase_count(events: tuple[int | None, ...]) -> int:

@@ -11,7 +11,7 @@ from ...experiments.figures import captioned
 from ...experiments.measure import L_star_of
 from ...experiments.registry import experiment
 from ...experiments.runner import Context, censored_runs, paper_base, rel_runs, run_group, with_budget, with_overrides
-from ...experiments.synthetic import curve_steps, logistic, n_phases_of_curve, power_law, ramp, two_rates
+from ...experiments.synthetic import logistic, power_law, ramp, share_two_phases, two_rates
 
 STATEMENTS = {  # the claims this file tests, word for word as the report and docs/CLAIMS.md give them
     "P1": "Two phases: a query's attention to tokens of its own feature rises fast at first, then creeps toward 1.",
@@ -106,7 +106,6 @@ def exp_regimes(ctx: Context) -> list[ClaimResult]:
 
 
 P1_EPS = 1e-3  # relative eps of P1's runs
-P1_SCALES = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)  # the controls' six runs: one curve at six time scales
 
 
 def p1_rule(lo: float, hi: float) -> tuple[bool, bool]:
@@ -117,10 +116,8 @@ def p1_rule(lo: float, hi: float) -> tuple[bool, bool]:
 @controls("P1")
 def p1_controls() -> Controls:
     """P1's rule on six synthetic runs, none censored: one curve at six time scales (t -> t / scale)."""
-    t = curve_steps()
-
     def read(curve, how: str):
-        share = sum(n_phases_of_curve(t, curve(t / f)) == 2 for f in P1_SCALES) / len(P1_SCALES)
+        share = share_two_phases(curve)
         return case(*p1_rule(share, share), {"fraction_two_phases": share}, how)
 
     return Controls(
