@@ -79,7 +79,7 @@ def test_attention_map_of_a_given_prompt_is_the_models_softmax(two_runs):
     expected = torch.softmax(x @ a.params["Q"] @ x_q, dim=0)  # softmax_i(x_i^T Q x_q)
     np.testing.assert_allclose(table["attention"], expected.numpy(), rtol=1e-12)
     assert table.attrs["y_hat"] == pytest.approx(float(expected @ torch.arange(7.0, dtype=torch.float64)), rel=1e-12)
-    with pytest.raises(UserInputError, match="prompt: x must be"):
+    with pytest.raises(UserInputError, match="prompt.x: must be"):
         li.attention_map(a, prompt={"x": np.zeros((3, 4)), "x_q": np.zeros(4)})
 
 

@@ -140,5 +140,52 @@ def test_sigkill_leaves_whole_files_and_a_rerun_completes(tmp_path):
     assert pd.read_parquet(out / "metrics.parquet").step.max() == 30
 
 
+
+def _env() -> dict:
+    return {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def test_sigterm_while_starting_is_one_line_and_exit_130(tmp_path):
+    """A sweep's first seconds are imports: SIGTERM there ended it with 143 and nothing said."""
+    proc = subprocess.Popen([sys.executable, "-m", "lipschitz_icl", "sweep", "run",
+                             str(ROOT / "configs" / "sweeps" / "l_sweep.yaml"), "--out", str(tmp_path / "s")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    time.sleep(0.3)  # the imports (torch, pandas, pyarrow) take longer than this
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert stderr.strip() == "error: interrupted while starting (SIGTERM)"
+    assert not (tmp_path / "s").exists()
+
+
+def test_sigterm_between_the_imports_and_the_command_is_handled_like_ctrl_c():
+    """Once started, SIGTERM raises KeyboardInterrupt (as Ctrl-C does) even before a command installs its own
+    handler: one line and exit 130, never a silent 143."""
+    code = ("import os, signal, time\nimport lipschitz_icl.cli as cli\nfrom lipschitz_icl.__main__ import entry\n"
+            "def main():\n    os.kill(os.getpid(), signal.SIGTERM)\n    time.sleep(30)\n"
+            "cli.main = main\nentry()\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=60)
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.strip() == "error: interrupted"
+
+
+def test_a_signal_while_a_temporary_file_is_made_leaves_none_behind(tmp_path, monkeypatch):
+    """SIGINT right after mkstemp made the temporary file (reproduce left figures/.scaling_L.svg.*.tmp):
+    the signal waits until the file is whole and renamed, then interrupts; no temporary file is left."""
+    real = store.tempfile.mkstemp
+
+    def mkstemp_then_signal(*args, **kwargs):
+        made = real(*args, **kwargs)
+        signal.raise_signal(signal.SIGINT)
+        return made
+
+    monkeypatch.setattr(store.tempfile, "mkstemp", mkstemp_then_signal)
+    target = tmp_path / "figures" / "scaling_L.svg"
+    target.parent.mkdir()
+    with pytest.raises(KeyboardInterrupt):
+        store.atomic_write_bytes(target, b"<svg/>")
+    assert target.read_bytes() == b"<svg/>" and sorted(p.name for p in target.parent.iterdir()) == ["scaling_L.svg"]
+
+
 def test_zz_kill_count():
     print(f"\nkills survived: {KILLS['survived']}")

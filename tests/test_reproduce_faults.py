@@ -154,3 +154,27 @@ def test_every_run_that_stopped_at_its_budget_is_counted_censored(tmp_path):
         assert c.censored_runs == budget and c.censored >= len(budget)
     assert any(c.censored_runs for c in run_experiments(Context(out=tmp_path / "b", quick=True, sizes=TINY),
                                                         [fake_experiments.exp_first]))  # 20 steps: some do
+
+
+def test_an_out_on_a_read_only_file_system_is_one_line_and_exit_2(tmp_path, monkeypatch):
+    """--out on a read-only file system was exit 1 'I/O error'; it is bad input, refused before anything runs
+    (simulated: mkdir under ro/ raises EROFS, and ro/existing is not writable)."""
+    ro = tmp_path / "ro"
+    (ro / "existing").mkdir(parents=True)
+    real_mkdir, real_access = Path.mkdir, os.access
+
+    def mkdir(self, *args, **kwargs):
+        if ro in self.parents and not self.exists():
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: real_access(path, mode, **kw) and not (
+        mode & os.W_OK and ro in Path(path).parents))
+    for out, message in ((ro / "new" / "out", "cannot create the output directory (Read-only file system)"),
+                         (ro / "existing", "the output directory is not writable")):
+        res = cli.invoke(app, ["reproduce", "linear", "--quick", "--out", str(out)])
+        assert res.exit_code == 2, res.output
+        assert res.output.strip() == f"error: --out {out}: {message}"
+    with pytest.raises(UserInputError, match=r"out=.*ro/new/out: cannot create the output directory"):
+        reproduce_module.make_out_dir(ro / "new" / "out")

@@ -34,26 +34,61 @@ MAX_PROMPT_INDEX = 100_000
 COLUMNS = ["layer", "head", "token", "feature", "label", "attention", "query_feature"]
 
 
+PROMPT_KEYS = ("x", "x_q", "y", "y_q", "ids", "query_feature")
+
+
+def _numbers(prompt: Mapping[str, Any], key: str, shape: tuple[int, ...], what: str) -> np.ndarray:
+    """``prompt[key]`` as finite float64 numbers of ``shape`` (-1: any length), or a UserInputError naming it."""
+    try:
+        values = np.asarray(prompt[key], dtype=np.float64)
+    except (TypeError, ValueError):
+        raise UserInputError(f"prompt.{key}: must be {what} of real numbers (got "
+                             f"{type(prompt[key]).__name__})") from None
+    if values.ndim != len(shape) or any(s not in (-1, n) for s, n in zip(shape, values.shape, strict=False)):
+        raise UserInputError(f"prompt.{key}: must be {what} (got shape {values.shape})")
+    if not np.isfinite(values).all():
+        raise UserInputError(f"prompt.{key}: holds NaN or infinite values (allowed: finite numbers)")
+    return values
+
+
+def _feature_ids(prompt: Mapping[str, Any], key: str, shape: tuple[int, ...], K: int) -> np.ndarray:
+    """``prompt[key]`` as whole feature ids in 0..K-1 (integers or whole floats), or a UserInputError naming it."""
+    value = prompt[key]
+    if isinstance(value, bool) or (isinstance(value, np.ndarray) and value.dtype == bool):
+        raise UserInputError(f"prompt.{key}: feature ids are integers in 0..{K - 1} (got booleans)")
+    what = "an integer" if not shape else f"{shape[0]} integers (one per context token)"
+    ids = _numbers(prompt, key, shape, what)
+    if not (ids == np.floor(ids)).all() or ids.min(initial=0) < 0 or ids.max(initial=0) > K - 1:
+        bad = ids[(ids != np.floor(ids)) | (ids < 0) | (ids > K - 1)].reshape(-1)[0]
+        raise UserInputError(f"prompt.{key}: feature ids are integers in 0..{K - 1} (got {bad:g})")
+    return ids.astype(np.int64)
+
+
 def _given_prompt(prompt: Mapping[str, Any], V: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
     """(ids (1, N+1), x (1, N+1, d), y (1, N+1)) from a mapping with x (N, d), x_q (d,), optional y (N,),
-    ids (N,) and query_feature (the ids default to each token's nearest feature)."""
+    y_q, ids (N,) and query_feature (the ids default to each token's nearest feature). Every value is
+    checked: finite numbers of the right shape, ids whole and in 0..K-1, no other keys."""
+    unknown = [k for k in prompt if k not in PROMPT_KEYS]
     missing = [k for k in ("x", "x_q") if k not in prompt]
-    if missing:
-        raise UserInputError(f"prompt: needs {', '.join(missing)} (allowed keys: x, x_q, y, ids, query_feature)")
-    x = torch.as_tensor(np.asarray(prompt["x"], dtype=np.float64), dtype=dtype)
-    x_q = torch.as_tensor(np.asarray(prompt["x_q"], dtype=np.float64), dtype=dtype)
-    d = V.shape[0]
-    if x.ndim != 2 or x.shape[1] != d or x_q.shape != (d,):
-        raise UserInputError(f"prompt: x must be (N, {d}) and x_q ({d},) (got {tuple(x.shape)} and {tuple(x_q.shape)})")
-    tokens = torch.cat([x, x_q.unsqueeze(0)])
+    if unknown or missing:
+        what = f"unknown key {unknown[0]!r}" if unknown else f"needs {', '.join(missing)}"
+        raise UserInputError(f"prompt: {what} (allowed keys: {', '.join(PROMPT_KEYS)}; x and x_q required)")
+    d, K = V.shape
+    x = _numbers(prompt, "x", (-1, d), f"an (N, {d}) array")
+    N = len(x)
+    if N == 0:
+        raise UserInputError("prompt.x: needs at least one context token (got none)")
+    x_q = torch.as_tensor(_numbers(prompt, "x_q", (d,), f"a vector of {d}"), dtype=dtype)
+    y = _numbers(prompt, "y", (N,), f"{N} labels (one per context token)") if "y" in prompt else np.zeros(N)
+    if "y_q" in prompt:
+        _numbers(prompt, "y_q", (), "one number")
+    tokens = torch.cat([torch.as_tensor(x, dtype=dtype), x_q.unsqueeze(0)])
     nearest = torch.cdist(tokens, V.T.to(dtype)).argmin(dim=1)  # the feature closest to each token
-    ids = torch.as_tensor(prompt["ids"]) if "ids" in prompt else nearest[:-1]
-    q_id = int(prompt.get("query_feature", nearest[-1]))
-    y = torch.as_tensor(np.asarray(prompt.get("y", np.zeros(len(x))), dtype=np.float64), dtype=dtype)
-    if ids.shape != (len(x),) or y.shape != (len(x),):
-        raise UserInputError(f"prompt: ids and y must hold one value per context token ({len(x)})")
+    ids = torch.as_tensor(_feature_ids(prompt, "ids", (N,), K)) if "ids" in prompt else nearest[:-1]
+    q_id = int(_feature_ids(prompt, "query_feature", (), K)) if "query_feature" in prompt else int(nearest[-1])
     all_ids = torch.cat([ids.long(), torch.tensor([q_id])]).unsqueeze(0)
-    return all_ids, tokens.unsqueeze(0), torch.cat([y, torch.zeros(1, dtype=dtype)]).unsqueeze(0)
+    y_all = torch.cat([torch.as_tensor(y, dtype=dtype), torch.zeros(1, dtype=dtype)])
+    return all_ids, tokens.unsqueeze(0), y_all.unsqueeze(0)
 
 
 def _drawn_prompt(run: Run, index: int, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
@@ -74,8 +109,10 @@ def attention_map(run: Run | str | Path, prompt: int | Mapping[str, Any] = 0) ->
         run: a Run (``li.run``, ``li.load_run``; in memory or written) or a run directory.
         prompt: an index (default 0): prompt number ``prompt`` drawn from the run's setting (the same
             index always gives the same prompt); or a mapping with the context tokens ``x`` (N x d),
-            the query ``x_q`` (d,), and optionally the labels ``y`` (N,), the feature ids ``ids`` (N,)
-            and ``query_feature`` (by default the feature nearest to each token).
+            the query ``x_q`` (d,), and optionally the labels ``y`` (N,), the query's label ``y_q``, the
+            feature ids ``ids`` (N,) and ``query_feature`` (by default the feature nearest to each token).
+            A given prompt with other keys, NaN or infinite numbers, or ids that are not whole numbers in
+            0..K-1 is refused (UserInputError, a ValueError naming the key).
 
     Returns:
         pandas.DataFrame: one row per layer, head and context token, with the columns ``layer``,

@@ -59,6 +59,38 @@ def _short(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
+def _text(value: Any, digits: int | None) -> str:
+    """A value as text: floats to ``digits`` significant digits (None: the shortest repr that reads back
+    as the same float), ``-`` for none, yes/no, lists joined by commas."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return repr(float(value)) if digits is None else f"{value:.{digits}g}"
+    if isinstance(value, list | tuple):
+        return ", ".join(_text(v, digits) for v in value)
+    return str(value)
+
+
+def row_texts(values: list[Any], digits: int = 6) -> list[str]:
+    """One row of a side-by-side table as text: numbers to ``digits`` significant digits, unless values that
+    differ would then read alike (L = 2.0000001 and 2.0000002 both ``2``): then every float of the row with
+    the fewest digits that tell them apart (at most 17, or the shortest repr: 2 and 2.0 differ too)."""
+    distinct = len({repr(v) for v in values})
+    for n in range(digits, 18):
+        texts = [_text(v, n) for v in values]
+        if len(set(texts)) == distinct:
+            return texts
+    return [_text(v, None) for v in values]
+
+
+def _as_text(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its value columns (all but the first) as text, row by row (``row_texts``)."""
+    rows = [[row[0], *row_texts(list(row[1:]))] for row in frame.itertuples(index=False)]
+    return pd.DataFrame(rows, columns=frame.columns)
+
+
 def run_labels(runs: list[Run], keys: list[str] | None = None) -> list[str]:
     """One label per run from the config keys that differ (``task.L=1, train.lr=0.5``); a run that
     differs in nothing is named by its directory (or ``run i``)."""
@@ -86,12 +118,24 @@ class RunDiff:
 
     def __str__(self) -> str:
         head = f"config keys that differ ({len(self.config)}):"
-        cfg = self.config.to_string(index=False) if len(self.config) else "  (none: the same config)"
-        return f"{head}\n{cfg}\n\nsummary:\n{self.summary.to_string(index=False)}"
+        cfg = _as_text(self.config).to_string(index=False) if len(self.config) else "  (none: the same config)"
+        return f"{head}\n{cfg}\n\nsummary:\n{_as_text(self.summary).to_string(index=False)}"
 
     def _repr_html_(self) -> str:  # Jupyter shows both tables
-        return (f"<b>config keys that differ ({len(self.config)})</b>{self.config.to_html(index=False)}"
-                f"<b>summary</b>{self.summary.to_html(index=False)}")
+        return (f"<b>config keys that differ ({len(self.config)})</b>{_as_text(self.config).to_html(index=False)}"
+                f"<b>summary</b>{_as_text(self.summary).to_html(index=False)}")
+
+
+def _summary_values(run: Run, name: str) -> list[Any]:
+    """The SUMMARY_KEYS fields of a run's summary; one that is not a number, text or null (a list nested
+    600 deep, say) is bad input naming the file."""
+    values = [run.summary.get(k) for k in SUMMARY_KEYS]
+    for key, value in zip(SUMMARY_KEYS, values, strict=True):
+        if value is not None and not isinstance(value, int | float | str):
+            where = Path(run.dir) / "summary.json" if run.dir is not None else f"run {name}: summary"
+            raise UserInputError(f"{where}: corrupt, {key} is a {type(value).__name__} (a number, text or null "
+                                 "expected)")
+    return values
 
 
 def diff(a: RunLike, b: RunLike) -> RunDiff:
@@ -104,8 +148,7 @@ def diff(a: RunLike, b: RunLike) -> RunDiff:
     fa, fb = flat_config(ra.config), flat_config(rb.config)
     keys = differing_keys([ra, rb])
     config = pd.DataFrame({"key": keys, na: [fa.get(k) for k in keys], nb: [fb.get(k) for k in keys]})
-    summary = pd.DataFrame({"quantity": SUMMARY_KEYS, na: [ra.summary.get(k) for k in SUMMARY_KEYS],
-                            nb: [rb.summary.get(k) for k in SUMMARY_KEYS]})
+    summary = pd.DataFrame({"quantity": SUMMARY_KEYS, na: _summary_values(ra, na), nb: _summary_values(rb, nb)})
     return RunDiff(config, summary, (na, nb))
 
 

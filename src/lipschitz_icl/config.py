@@ -36,6 +36,7 @@ from .errors import ConfigError
 from .features import FeatureFiles, anchor_feature_path, read_file_section  # noqa: F401 - re-exported
 from .inputs import check_continuous_section, is_continuous
 from .limits import MAX_ENV, max_elements
+from .models import factored_size_checks
 from .tasks import make_task, task_names
 from .transformer import size_checks
 
@@ -318,9 +319,11 @@ class Config(_Strict):
             ("features.d", f"the d x d key-query matrix Q (d={d})", 4 * d * d),
         ]
         checks.extend(engine_class(e.kind).working_set(self, tasks))  # the engine's own largest tensors
+        batches = {"engine.batch": e.batch, "eval.functions": self.eval.functions}
         if self.model.kind == "transformer":  # parameters with gradients and optimizer state, activations
-            checks += size_checks(self.model, d, self.prompt.N + 1,
-                                  {"engine.batch": e.batch, "eval.functions": self.eval.functions})
+            checks += size_checks(self.model, d, self.prompt.N + 1, batches)
+        elif self.model.kind in FACTORED_MODELS:  # W_Q, W_K (d_k x d) likewise, and the keys of a batch
+            checks += factored_size_checks(self.model.d_k or d, d, self.prompt.N + 1, batches)
         rows = (t.steps // t.log_every + 2) * (2 * K * K + 16)
         checks.append(("train.log_every", f"the recorded metrics ({rows:.3g} rows: steps={t.steps}, "
                        f"log_every={t.log_every}, K={K})", 5 * rows))

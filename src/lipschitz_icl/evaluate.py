@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -24,6 +24,7 @@ from .api import Run, load_run
 from .api import run as run_config
 from .baselines import BASELINES, USES_DISTANCES, gp_regression, kernel_posterior_mean, pairwise_sq_dists
 from .config import Config, EngineConfig, EvalConfig, ModelConfig, TrainConfig
+from .config_io import short
 from .engines import device_option, draw_prompts, make_generator, resolve_device
 from .engines.sampled import PromptBatch
 from .errors import UserInputError
@@ -59,8 +60,14 @@ def load_model(run: Run) -> nn.Module:
         with warnings.catch_warnings():  # torch warns about a file's pickle protocol before refusing it
             warnings.simplefilter("ignore")
             state = read_params(run.dir)
-    check_params(state, model, str(run.dir / PARAMS_FILE) if run.dir is not None else "the run's parameters",
-                 cfg.model.kind)
+    where = str(run.dir / PARAMS_FILE) if run.dir is not None else "the run's parameters"
+    if not isinstance(state, Mapping):
+        raise UserInputError(f"{where}: not a mapping of parameter names to tensors (got {type(state).__name__})")
+    odd = next((k for k, v in state.items() if not isinstance(k, str) or not isinstance(v, torch.Tensor)), None)
+    if odd is not None:
+        raise UserInputError(f"{where}: parameter {short(odd, 40)} is not a tensor under a name (allowed: text keys "
+                             f"such as {', '.join(model.state_dict())}, each a tensor)")
+    check_params(state, model, where, cfg.model.kind)
     model.load_state_dict(state)
     return model.eval()
 

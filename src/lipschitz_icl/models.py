@@ -125,6 +125,18 @@ class FactoredLinearAttention(FactoredAttention):
         return (weights * y_ctx).sum(-1), weights
 
 
+def factored_size_checks(d_k: int, d: int, points: int, batches: dict[str, int]) -> list[tuple[str, str, int]]:
+    """(field, what, elements) for a factored model (W_Q, W_K of shape (d_k, d)): its parameters with
+    gradients and optimizer state (4 copies), and the keys of each batch size in ``batches`` (n x points x d_k,
+    with their gradient and the scores' scratch: 3 copies). Q_eff = W_K^T W_Q is d x d, checked with Q."""
+    checks = [("model.d_k", f"the factored model's W_Q and W_K ({2 * d_k * d:.3g} parameters: d_k={d_k}, d={d})",
+               8 * d_k * d)]
+    for field, n in batches.items():
+        checks.append(("model.d_k", f"the factored model's keys ({field.split('.')[1]}={n}, N+1={points}, "
+                                    f"d_k={d_k})", 3 * n * points * d_k))
+    return checks
+
+
 class LinearAttention(nn.Module):
     """y_hat = sum_i y_i x_i^T Gamma x_q / n: linear self-attention whose values are the labels."""
 

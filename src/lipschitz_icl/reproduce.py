@@ -12,6 +12,7 @@ import datetime as _dt
 import importlib
 import importlib.util
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -200,6 +201,19 @@ def clear_output(out: Path) -> None:
             path.unlink()
 
 
+def make_out_dir(out: Path) -> None:
+    """Create the output directory; one that cannot be created or written (a read-only file system, a
+    read-only folder) is bad input naming it, before anything is run."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserInputError(f"out={out}: cannot create the output directory ({e.strerror})",
+                             cli=f"--out {out}: cannot create the output directory ({e.strerror})") from None
+    if not os.access(out, os.W_OK):
+        raise UserInputError(f"out={out}: the output directory is not writable",
+                             cli=f"--out {out}: the output directory is not writable")
+
+
 def reproduce(
     suite: str | list[str],
     out: Path,
@@ -231,7 +245,7 @@ def reproduce(
     fused = resolve_fused(fused)
     names, experiments = resolve_targets([suite] if isinstance(suite, str) else list(suite))
     suite = " ".join(names)
-    out.mkdir(parents=True, exist_ok=True)
+    make_out_dir(out)
     options = options_of(suite, quick, seed, fused, plugins)
     sessions = recorded_sessions(out) if resume else []
     session = {"start": _now(), "command": command or _command_of(suite, quick, seed, fused, out, plugins),

@@ -40,20 +40,24 @@ TMP_SUFFIX = ".tmp"  # temporary files are ``.<name>.<random>.tmp`` beside their
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that ``path`` holds either its old content or all of ``data``."""
+    """Write ``data`` to ``path`` so that ``path`` holds either its old content or all of ``data``.
+
+    Ctrl-C and SIGTERM wait until the temporary file is renamed or removed (``deferred_signals``): one that
+    came between ``mkstemp`` and the ``try`` below left a ``.name.*.tmp`` file behind (a figure of reproduce)."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
-    try:
-        with contextlib.suppress(OSError, AttributeError):  # mkstemp makes 0600; honour the umask
-            os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "wb") as fh:
-            _write(fh, data, path)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with deferred_signals():
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
+        try:
+            with contextlib.suppress(OSError, AttributeError):  # mkstemp makes 0600; honour the umask
+                os.fchmod(fd, 0o666 & ~_umask())
+            with os.fdopen(fd, "wb") as fh:
+                _write(fh, data, path)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
     _fsync_dir(path.parent)
 
 

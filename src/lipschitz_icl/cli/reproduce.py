@@ -24,6 +24,7 @@ from ..reproduce import (
     finished_runs,
     listing,
     listing_markdown,
+    make_out_dir,
     options_of,
     recorded_options,
     reproduce,
@@ -136,6 +137,7 @@ def reproduce_command(
         fused_flag, fused = fused, resolve_fused(fused, "--fused", "--no-fused")
         out, resuming = _choose_out(out_dir, suite, quick, seed, fused, resume=resume, force=force,
                                     plugins=plugin_list)
+        make_out_dir(out)  # a read-only file system or folder is bad input, before --force clears anything
         _announce(out, resuming, force)
         cmd = _command_line(suite, quick, out, seed, workers, fused_flag, plugin_list)
         claims, meta = _run_with_progress(names, experiments, out, quick=quick, seed=seed, workers=workers,

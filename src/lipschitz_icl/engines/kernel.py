@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from ..problem import Problem
     from ..tasks import TaskClass
 
+EXACT_WORK_MAX = 2**32  # multiply-adds a step of engine.counts: exact (count vectors x K^3), about a second on a core
 KERNEL_MODELS = ("reduced", "linear_attention")  # the models with a closed-form population loss here
 
 
@@ -95,12 +96,23 @@ class KernelEngine(Engine):
             raise ConfigError("engine.counts", f"exact counts are for model.kind=reduced (got {cfg.model.kind}: its "
                               "loss needs only the counts' first two moments); allowed: multinomial, mean_field")
         if cfg.engine.counts == "exact":
-            n = exact_count_vectors(cfg.prompt.N, cfg.features.K)
-            if n > EXACT_MAX:
-                raise ConfigError("engine.counts", f"exact: N={cfg.prompt.N}, K={cfg.features.K} has {n:,} count "
-                                  f"vectors (allowed: at most {EXACT_MAX:,}); use multinomial draws")
+            cls._check_exact(cfg.prompt.N, cfg.features.K)
         if cfg.engine.fused:
             cls._check_fused(cfg)
+
+    @staticmethod
+    def _check_exact(N: int, K: int) -> None:
+        """engine.counts: exact enumerates C(N + K - 1, K - 1) count vectors, and every step takes about
+        K^3 multiply-adds for each (Sigma times each query's attention): both are bounded, before any is made."""
+        n = exact_count_vectors(N, K)
+        if n > EXACT_MAX:
+            raise ConfigError("engine.counts", f"exact: N={N}, K={K} has {n:,} count vectors (allowed: at most "
+                              f"{EXACT_MAX:,}); use engine.counts=multinomial (draws) or mean_field")
+        work = n * K**3
+        if work > EXACT_WORK_MAX:
+            raise ConfigError("engine.counts", f"exact: N={N}, K={K} has {n:,} count vectors, about {work:.2g} "
+                              f"multiply-adds a step ({n:,} x K^3; allowed: at most {EXACT_WORK_MAX:.2g}, about a "
+                              "second a step); use engine.counts=multinomial (draws) or mean_field")
 
     @classmethod
     def fusable(cls, cfg: Config) -> bool:
