@@ -367,15 +367,12 @@ def _task(kind: str, L: float, d: int, params: dict) -> Any:
     except Exception as e:  # noqa: BLE001 - user code: report it as one line
         raise ConfigError("task.kind", f"task class {kind!r} cannot be created ({type(e).__name__}: {e})") from None
 
-
 # --------------------------------------------------------------------------- loading
-
 
 def validate_config(data: Any, feature_files: FeatureFiles | None = None, shape_checked: bool = False) -> Config:
     """A plain mapping as a Config (ConfigError: one clear line); ``feature_files``: a sweep's files, read once;
     ``shape_checked``: built of parts that passed ``check_shape`` (a sweep's base and values), not walked again."""
-    if data is None:
-        data = {}
+    data = {} if data is None else data
     if not isinstance(data, dict):
         raise ConfigError("config", f"must be a mapping of keys to values (got {type(data).__name__})")
     if not shape_checked:
@@ -390,7 +387,7 @@ def validate_config(data: Any, feature_files: FeatureFiles | None = None, shape_
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
     """Load a YAML config (or the defaults when path is None), apply overrides, validate."""
-    data = read_yaml(path) if path is not None else None
+    data = {} if path is None else read_yaml(path)
     data = {} if data is None else data
     if not isinstance(data, dict):
         raise ConfigError("config", f"{path} must hold a mapping of keys to values")
