@@ -87,6 +87,9 @@ def test_diff_of_a_summary_nested_600_deep_is_one_line(runs, tmp_path):
 def test_evaluate_of_params_with_an_odd_key_or_value_is_one_line(runs, tmp_path, state, message):
     odd = tmp_path / "odd"
     shutil.copytree(runs[0].dir, odd)
+    summary = json.loads((odd / "summary.json").read_text())
+    summary.pop("files")  # a run written before its files were bound together: the parameters themselves are read
+    (odd / "summary.json").write_text(json.dumps(summary))
     torch.save(state, odd / "params.pt")
     res = cli.invoke(app, ["evaluate", str(odd), "--prompts", "8"])
     assert res.exit_code == 2 and "Traceback" not in res.output and len(res.output.strip().splitlines()) == 1

@@ -1,7 +1,7 @@
 """Synthetic attention curves for controls (``experiments.controls``): data on which a claim about the shape of
 min_k Attn_k(t) is false (one smooth law: a power law, a logistic, a ramp) or true (a fast rise, then a creep at a
-rate ten times slower), laid out as a run's tidy metrics table so that a claim's own reading (``analysis``) runs on
-it unchanged. Every curve is deterministic: controls need no seed."""
+rate ten times slower), laid out as a run's tidy metrics table so that a claim's own reading (``analysis``,
+``phases``) runs on it unchanged. Every curve is deterministic: controls need no seed."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import first_step, phase_rates
+from ..phases import read_phases
 
-LAST_STEP = 20_000  # the curves' length in steps
+LAST_STEP = 50_000  # the curves' length in steps
 DENSE = 200  # every step recorded up to here (as the trainer records every step up to T_1), then every LOG_EVERY
 LOG_EVERY = 10
 CAP = 1 - 1e-9  # Attn never reaches 1 (-log(1 - Attn) stays finite)
@@ -36,6 +37,11 @@ def ramp(t: np.ndarray, end: float = LAST_STEP) -> np.ndarray:
     return np.minimum(t / end, 0.999)
 
 
+def single_rate(t: np.ndarray, rate: float = 5e-3) -> np.ndarray:
+    """-log(1 - Attn) = rate t: one exponential approach to 1, the same rate throughout."""
+    return np.minimum(1.0 - np.exp(-rate * t), CAP)
+
+
 def two_rates(t: np.ndarray, fast: float = 0.02, slow_factor: float = 10.0, t1: float | None = None) -> np.ndarray:
     """-log(1 - Attn) rises at ``fast`` per step up to ``t1`` (default: where Attn = 0.6), then ``slow_factor`` times
     more slowly: a fast phase, then a creep."""
@@ -58,7 +64,17 @@ def n_phases_of_curve(steps: np.ndarray, attn: np.ndarray, t1_level: float = 0.5
 SCALES = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)  # six synthetic runs: one curve at six time scales (t -> t / scale)
 
 
-def share_two_phases(curve, scales: tuple[float, ...] = SCALES) -> float:
-    """The share of ``curve(t / scale)`` over ``scales`` that the analysis reads as 2 phases (none censored)."""
+def share_two_phases(curve, scales: tuple[float, ...] = SCALES) -> tuple[float, float]:
+    """The share of ``curve(t / scale)`` over ``scales`` that ``phases.read_phases`` reads as 2 phases, counting the
+    ones it cannot read (censored, unresolved) as 1 phase and as 2: (low, high)."""
     t = curve_steps()
-    return sum(n_phases_of_curve(t, curve(t / s)) == 2 for s in scales) / len(scales)
+    reads = [read_phases(t, curve(t / s)).n_phases for s in scales]
+    two, open_ = sum(n == 2 for n in reads), sum(n is None for n in reads)
+    return two / len(reads), (two + open_) / len(reads)
+
+
+def phases_of_curve(attn_of_t) -> tuple[int | None, str]:
+    """``read_phases`` of one curve on the synthetic steps: (n_phases, why)."""
+    t = curve_steps()
+    reading = read_phases(t, attn_of_t(t))
+    return reading.n_phases, reading.why
