@@ -127,3 +127,27 @@ def test_reports_show_can_fail_and_the_counts(tmp_path):
                                                                            "P2": ""}
     saved = json.loads((tmp_path / "claims.json").read_text())["claims"]
     assert {c["id"]: c["can_fail"] for c in saved} == {"H1": True, "P1": True, "P2": None}
+
+
+def _result(cid: str, supported: bool, can_fail, forced: bool = False):
+    r = claim(cid, "c", {}, supported, not supported, forced=forced)
+    r.can_fail = can_fail
+    return r
+
+
+def test_the_regime_answer_rests_on_evidence_only(tmp_path):
+    from lipschitz_icl.report.answer import regime_answer
+
+    none = [_result("P4", True, None), _result("P5", True, False), _result("P7", False, True, forced=True)]
+    text = regime_answer(none)
+    assert "no answer: none of the readings of it is evidence yet" in text and "3 claims read it, 0 of them" in text
+    assert "forced by an invariance (P7)" in text and "passes its null (P5)" in text and "no controls yet (P4)" in text
+    assert "says yes: P5 support it" in regime_answer([_result("P5", True, True), _result("P4", True, None)])
+    assert "split: P5 support it, P4b refute it" in regime_answer([_result("P5", True, True),
+                                                                    _result("P4b", False, True)])
+    assert "Not asked in this run" in regime_answer([_result("H1", True, True)])
+    meta = {"command": "test", "size": "quick", "seed": 0, "wall_s": 1.0}
+    md = write_report_md(tmp_path, none, meta).read_text().splitlines()
+    assert md[2].startswith("**Is there a regime separation at L*?** This run gives no answer")
+    html = write_report_html(tmp_path, none, meta, {}).read_text()
+    assert "<p class=answer><b>Is there a regime separation at L*?</b> This run gives no answer" in html

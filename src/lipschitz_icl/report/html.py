@@ -19,6 +19,7 @@ from ..experiments.claims import ClaimResult
 from ..experiments.controls import can_fail_cell
 from ..store import atomic_write_text
 from . import evidence as ev
+from .answer import regime_answer
 from .data import Comparison, Owner, figure_owners, fold_note, run_warnings, sorted_claims
 from .statistic import layout
 from .text import (
@@ -213,6 +214,11 @@ def _comparisons(out: Path, comparisons: list[ClaimResult]) -> str:
             + "".join(_comparison(out, c, owners) for c in comparisons))
 
 
+def _bold(text: str) -> str:
+    """Markdown **bold** in ``text`` as HTML, the rest escaped."""
+    return re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", e(text))
+
+
 def _cited(citation: str) -> str:
     """A paper's citation (``Paper.citation``: its title in markdown emphasis) as HTML, the title in italics."""
     return re.sub(r"\*([^*]+)\*", r"<em>\1</em>", e(citation))
@@ -248,6 +254,7 @@ def write_report_html(out: Path, claims: list[ClaimResult], meta: dict, configs:
 <html lang="en"><head><meta charset="utf-8"><title>lipschitz-icl reproduce report</title>
 <style>{STYLE}</style></head><body>
 <h1>lipschitz-icl reproduce report</h1>
+<p class=answer>{_bold(regime_answer(claims))}</p>
 <p class=small>Command: <code>{e(str(meta.get("command", "")))}</code> · wall time: {e(time_line(meta))}</p>{notes}
 <p><b>Counts.</b> {e(ev.counts_line(claims))}. Evidence is a verdict that is not forced and whose rule its controls
 show able to fail (it rejects a null and accepts a planted case).</p>

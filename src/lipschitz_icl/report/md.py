@@ -11,6 +11,7 @@ from ..experiments.claims import VERDICTS, ClaimResult
 from ..experiments.controls import can_fail_cell
 from ..store import atomic_write_text
 from . import evidence as ev
+from .answer import regime_answer
 from .data import Comparison, Owner, figure_owners, fold_note, run_warnings, sorted_claims
 from .deciding import deciding
 from .statistic import layout
@@ -197,7 +198,7 @@ def write_report_md(out: Path, claims: list[ClaimResult], meta: dict, compare: C
                     comparisons: list[ClaimResult] | None = None) -> Path:
     counts = {v: sum(c.verdict == v for c in claims) for v in VERDICTS}
     parts = [
-        "# lipschitz-icl reproduce report", "",
+        "# lipschitz-icl reproduce report", "", regime_answer(claims), "",
         f"Command: `{meta.get('command', '')}` · size: {meta.get('size')} · seed: {meta.get('seed')} · "
         f"kernel step: {meta.get('kernel_step', 'unfused (torch)')} · wall time: {time_line(meta)}", "",
         "Verdicts: " + ", ".join(f"{v}: {n}" for v, n in counts.items()), "",
