@@ -64,6 +64,13 @@ class Controls:
         return out
 
 
+def controls_from(cases: dict[str, tuple[Any, str]], read: Callable[[Any, str], Case]) -> Controls:
+    """Controls from named cases (``null``, ``planted``, and further nulls), each data set read by the claim's rule
+    through ``read(data, how)``."""
+    made = {name: read(data, how) for name, (data, how) in cases.items()}
+    return Controls(null=made.pop("null"), planted=made.pop("planted"), extra=made)
+
+
 ControlsFn = Callable[[], Controls]
 _CONTROLS: dict[str, ControlsFn] = {}  # claim id -> the function that builds its controls
 _MADE: dict[str, Controls] = {}  # claim id -> its controls, made once per process (they are deterministic)

@@ -78,3 +78,12 @@ def phases_of_curve(attn_of_t) -> tuple[int | None, str]:
     t = curve_steps()
     reading = read_phases(t, attn_of_t(t))
     return reading.n_phases, reading.why
+
+
+PHASE_CASES = {  # the controls of a two-phase claim: name -> (curve of t, what it is); nulls, then the planted case
+    "null": (lambda t: power_law(t, scale=16.0), "a single power law 1 - Attn = (1 + t/16)^(-1/2): one law slowing "
+             "down from the start"),
+    "null_logistic": (lambda t: logistic(t, rate=2e-2), "a logistic from Attn = 0.1 (one S-shaped law)"),
+    "null_exponential": (single_rate, "a single exponential approach (one rate throughout)"),
+    "planted": (two_rates, "-log(1 - Attn) rising steadily at 0.02 per step to Attn = 0.6, then 10x more slowly"),
+}

@@ -7,12 +7,12 @@ import numpy as np
 from ... import plots
 from ...analysis import analyze_run_object, first_step
 from ...experiments.claims import ClaimResult, claim
-from ...experiments.controls import Controls, case, controls
+from ...experiments.controls import Controls, case, controls, controls_from
 from ...experiments.evidence import MIN_RESOLVED_STEPS, run_settings
 from ...experiments.figures import captioned
 from ...experiments.registry import experiment
 from ...experiments.runner import Context, paper_base, rel_runs, run_group, with_overrides
-from ...experiments.synthetic import curve_steps, logistic, phases_of_curve, power_law, ramp, single_rate, two_rates
+from ...experiments.synthetic import PHASE_CASES, curve_steps, logistic, phases_of_curve, ramp
 from ...phases import read_run_phases
 
 STATEMENTS = {  # the claims this file tests, word for word as the report and docs/CLAIMS.md give them
@@ -103,12 +103,7 @@ def h1_controls() -> Controls:
         n, why = phases_of_curve(curve)
         return case(*h1_rule(n, True), {"n_phases": n, "phase_reading": why}, how)
 
-    return Controls(
-        null=read(lambda t: power_law(t, scale=16.0), "a single power law, 1 - Attn = (1 + t/16)^(-1/2): one law "
-                  "slowing down from the start"),
-        planted=read(two_rates, "-log(1 - Attn) rising steadily at 0.02 per step to Attn = 0.6, then 10x more slowly"),
-        extra={"null_logistic": read(lambda t: logistic(t, rate=2e-2), "a logistic from Attn = 0.1 (one S-shaped law)"),
-               "null_exponential": read(single_rate, "a single exponential approach (one rate throughout)")})
+    return controls_from(PHASE_CASES, read)
 
 
 def h2_rule(events: dict[int, tuple[int | None, ...]]) -> tuple[bool, bool]:

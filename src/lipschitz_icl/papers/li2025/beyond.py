@@ -8,13 +8,13 @@ import numpy as np
 
 from ... import plots
 from ...experiments.claims import ClaimResult, claim
-from ...experiments.controls import Controls, case, controls
+from ...experiments.controls import Controls, case, controls, controls_from
 from ...experiments.evidence import REFINE_DRAWS, refined_conditions, refined_context, run_settings
 from ...experiments.figures import captioned
 from ...experiments.measure import L_star_of
 from ...experiments.registry import experiment
 from ...experiments.runner import Context, paper_base, rel_runs, run_group, with_budget, with_overrides
-from ...experiments.synthetic import logistic, power_law, share_two_phases, single_rate, two_rates
+from ...experiments.synthetic import PHASE_CASES, share_two_phases
 from ...phases import read_run_phases
 
 STATEMENTS = {  # the claims this file tests, word for word as the report and docs/CLAIMS.md give them
@@ -141,13 +141,10 @@ def p8_controls() -> Controls:
     """P8's rule on six synthetic converged runs: one curve at six time scales."""
     def read(curve, how: str):
         lo, hi = share_two_phases(curve)
-        return case(*p8_rule(lo, hi), {"fraction_passing_bounds": [lo, hi]}, how)
+        return case(*p8_rule(lo, hi), {"fraction_passing_bounds": [lo, hi]}, f"six converged runs, each {how}, at "
+                    "time scales 0.5-16x")
 
-    return Controls(
-        null=read(lambda t: power_law(t, scale=16.0), "six single power laws 1 - Attn = (1 + t/c)^(-1/2), c = 8-256"),
-        planted=read(two_rates, "six runs with -log(1 - Attn) rising steadily to Attn = 0.6, then 10x more slowly"),
-        extra={"null_logistic": read(lambda t: logistic(t, rate=2e-2), "six logistics from Attn = 0.1"),
-               "null_exponential": read(single_rate, "six single exponential approaches")})
+    return controls_from(PHASE_CASES, read)
 
 
 def _p3_measure(rows: list[dict]) -> dict:

@@ -5,13 +5,13 @@ from __future__ import annotations
 from ... import plots
 from ...analysis import analyze_run_object
 from ...experiments.claims import ClaimResult, claim
-from ...experiments.controls import Controls, case, controls
+from ...experiments.controls import Controls, case, controls, controls_from
 from ...experiments.evidence import run_settings
 from ...experiments.figures import captioned
 from ...experiments.measure import L_star_of
 from ...experiments.registry import experiment
 from ...experiments.runner import Context, censored_runs, paper_base, rel_runs, run_group, with_budget, with_overrides
-from ...experiments.synthetic import logistic, power_law, share_two_phases, single_rate, two_rates
+from ...experiments.synthetic import PHASE_CASES, share_two_phases
 from ...phases import read_run_phases
 
 STATEMENTS = {  # the claims this file tests, word for word as the report and docs/CLAIMS.md give them
@@ -117,14 +117,10 @@ def p1_controls() -> Controls:
     """P1's rule on six synthetic runs: one curve at six time scales (t -> t / scale)."""
     def read(curve, how: str):
         lo, hi = share_two_phases(curve)
-        return case(*p1_rule(lo, hi), {"fraction_two_phases_bounds": [lo, hi]}, how)
+        return case(*p1_rule(lo, hi), {"fraction_two_phases_bounds": [lo, hi]}, f"six runs, each {how}, at time "
+                    "scales 0.5-16x")
 
-    return Controls(
-        null=read(lambda t: power_law(t, scale=16.0), "six single power laws 1 - Attn = (1 + t/c)^(-1/2), c = 8-256: "
-                  "one law slowing down from the start"),
-        planted=read(two_rates, "six runs with -log(1 - Attn) rising steadily to Attn = 0.6, then 10x more slowly"),
-        extra={"null_logistic": read(lambda t: logistic(t, rate=2e-2), "six logistics from Attn = 0.1"),
-               "null_exponential": read(single_rate, "six single exponential approaches (one rate throughout)")})
+    return controls_from(PHASE_CASES, read)
 
 
 def _slower(reading) -> float | None:
