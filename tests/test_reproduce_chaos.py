@@ -65,6 +65,16 @@ def _kill_and_resume(out: Path, log: Path, signals: list[signal.Signals], rng: r
     return codes
 
 
+def _differences(a, b, path: str = "") -> list[str]:
+    """Where two JSON values differ: each path with its two values (the first few)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        found = [f"{path}.{k}: only in one" for k in sorted(a.keys() ^ b.keys(), key=str)]
+        return (found + [d for k in a.keys() & b.keys() for d in _differences(a[k], b[k], f"{path}.{k}")])[:8]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in _differences(x, y, f"{path}[{i}]")][:8]
+    return [] if a == b else [f"{path}: {a!r} != {b!r}"[:300]]
+
+
 def _chaos(tmp_path: Path, signals: list[signal.Signals], seed: int) -> None:
     clean = tmp_path / "clean"
     assert CliRunner().invoke(app, [*ARGS, "--out", str(clean)]).exit_code == 0
@@ -74,7 +84,8 @@ def _chaos(tmp_path: Path, signals: list[signal.Signals], seed: int) -> None:
     final = subprocess.run([sys.executable, "-c", CODE, *ARGS, "--out", str(out)], capture_output=True, text=True,
                            env=_env(), timeout=300)
     assert final.returncode == 0, final.stderr
-    assert _claims_json(out) == _claims_json(clean)
+    resumed, uninterrupted = _claims_json(out), _claims_json(clean)
+    assert resumed == uninterrupted, _differences(resumed, uninterrupted)
     runs, reference = _runs(out), _runs(clean)
     assert runs.keys() == reference.keys() and len(runs) == 20
     for name, (metrics, summary) in reference.items():

@@ -99,7 +99,8 @@ def test_signal_stops_reproduce_with_130_and_a_rerun_resumes_to_the_uninterrupte
     assert "resuming" in again.stderr and "reused exp_first" in again.stderr
     assert "finished exp_slow in" in again.stderr and "(1 runs trained, 2 reused)" in again.stderr
     assert _claims_json(out) == _claims_json(clean)
-    header = (out / "report.md").read_text().split("\n")[2]  # the whole job: both sessions, the command as given
+    header = next(line for line in (out / "report.md").read_text().split("\n") if line.startswith("Command:"))
+    # the whole job: both sessions, the command as given
     assert "over 2 sessions" in header and "interrupted" in header and f"--out {out}" in header
 
 

@@ -102,7 +102,8 @@ UNSAFE = [
     (re.compile(r"pickle\.loads?\(|import pickle|cloudpickle|dill\."), "pickle"),
     (re.compile(r"yaml\.(load|load_all|unsafe_load|full_load)\((?![^)]*SafeLoader)"), "yaml.load without SafeLoader"),
     (re.compile(r"yaml\.(Unsafe|Full)?Loader\b"), "an unsafe YAML loader"),
-    (re.compile(r"torch\.load\((?![^)]*weights_only=True)"), "torch.load without weights_only=True"),
+    (re.compile(r"torch\.load\((?!(?:[^()]|\([^()]*\))*weights_only=True)"),  # one level of nested calls
+     "torch.load without weights_only=True"),
     (re.compile(r"np\.load\((?![^)]*allow_pickle=False)"), "np.load without allow_pickle=False"),
     (re.compile(r"allow_pickle=True"), "allow_pickle=True"),
     (re.compile(r"os\.system\(|shell=True"), "a shell"),
@@ -120,10 +121,12 @@ def test_no_unsafe_loading_or_code_execution_in_the_source():
     assert offenders == []
     # and the patterns do catch what they are meant to catch
     for bad in ("x = eval(s)", "exec(code)", "yaml.load(f)", "torch.load(p)", "np.load(p)", "pickle.load(f)",
-                "yaml.load(f, Loader=yaml.FullLoader)", "np.load(p, allow_pickle=True)"):
+                "yaml.load(f, Loader=yaml.FullLoader)", "np.load(p, allow_pickle=True)",
+                "torch.load(io.BytesIO(raw), map_location='cpu')"):
         assert any(p.search(bad) for p, _ in UNSAFE), bad
     for ok in ("model.eval()", "yaml.safe_load(t)", "torch.load(p, weights_only=True)",
-               "np.load(p, allow_pickle=False)", "task.evaluate(f, x)"):
+               "torch.load(io.BytesIO(raw), weights_only=True)", "np.load(p, allow_pickle=False)",
+               "task.evaluate(f, x)"):
         assert not any(p.search(ok) for p, _ in UNSAFE), ok
 
 
