@@ -36,15 +36,17 @@ CV_ATOL = 1e-6
 
 
 def machine() -> dict:
-    """What decides the bits besides the code: CPU vendor, torch's kernel instruction set, torch."""
+    """What decides the bits besides the code: the CPU (vendor, family and model: MKL and oneDNN pick their
+    kernels by it, so two AVX-512 CPUs of one vendor can differ in the last bit of a matrix product), torch's
+    kernel instruction set, torch."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
         text = ""
-    vendor = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("vendor_id")),
-                  "unknown")
-    return {"vendor": vendor, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "torch": torch.__version__}
+    fields = {k.strip(): v for k, v in (line.split(":", 1) for line in text.splitlines()[:40] if ":" in line)}
+    cpu = {k: fields.get(k, "unknown").strip() for k in ("vendor_id", "cpu family", "model")}
+    return {"vendor": cpu["vendor_id"], "cpu": f"family {cpu['cpu family']} model {cpu['model']}",
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "torch": torch.__version__}
 
 
 def record(claims) -> dict:

@@ -27,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from claims_snapshot import machine
 
 import lipschitz_icl as li
 from lipschitz_icl.batch import run_many
@@ -75,16 +76,6 @@ def _config(name: str) -> li.Config:
 
 def _hex(x):
     return x.hex() if isinstance(x, float) else x
-
-
-def machine() -> dict:
-    """What decides the bits besides the code: CPU vendor, torch's kernel instruction set, torch."""
-    cpuinfo = Path("/proc/cpuinfo")
-    text = cpuinfo.read_text() if cpuinfo.exists() else ""
-    vendor = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("vendor_id")),
-                  "unknown")
-    return {"vendor": vendor, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "torch": torch.__version__}
 
 
 def _record(run: li.Run) -> dict:
