@@ -5,10 +5,11 @@ reorganised; a refactor must leave them unchanged. Regenerate (only for an inten
 numbers) with ``python tests/test_golden.py``.
 
 Bits depend on the CPU as well as on the code: MKL and torch's vectorised kernels choose their
-code path by CPU vendor and instruction set, and two paths round differently in the last place.
+code path by CPU vendor, model and instruction set, and two paths round differently in the last place
+(two AVX-512 AMD CPUs of different models differ in eta_max by one ulp).
 The file records the machine it was made on (``machine``) and the dtype each value was computed
 in (``dtypes``: float64, float32, int, str, ...). On a machine of the same kind every number must
-be equal bit for bit; on another kind (another vendor, or torch's kernels forced to a lower
+be equal bit for bit; on another kind (another vendor or CPU model, or torch's kernels forced to a lower
 instruction set with ``ATEN_CPU_CAPABILITY=default`` or ``avx2``, as .ci/run does) every integer,
 status and length must be equal and every float within the relative tolerance of its dtype
 (``RTOL``: 1e-12 for float64, measured 4e-15 between an AMD Zen 4 and an Intel Sapphire Rapids;
