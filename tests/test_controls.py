@@ -27,8 +27,8 @@ from lipschitz_icl.report.export import claims_frame
 from lipschitz_icl.report.html import write_report_html
 from lipschitz_icl.report.md import write_report_md
 
-WITH_CONTROLS = {"H1", "H2", "P1", "P8"}  # claims given controls so far: this set may only grow
-CAN_FAIL = {"H1", "P1", "P8"}  # of those, the ones whose rule rejects its nulls
+WITH_CONTROLS = {"H1", "H2", "P1", "P2", "P3", "P6", "P7", "P8"}  # claims given controls so far: may only grow
+CAN_FAIL = {"H1", "P1", "P3", "P6", "P7", "P8"}  # of those, the ones whose rule rejects its nulls
 
 
 def registered_claims() -> list[str]:
@@ -79,6 +79,39 @@ def test_the_four_phase_events_pass_a_logistic_and_a_ramp_so_h2_cannot_fail():
     assert made.null.statistic["phases_by_feature"] == {0: 1, 1: 4, 2: 4} and not made.can_fail
 
 
+@pytest.mark.parametrize("cid", ["P2", "P3", "P6", "P7"])
+def test_each_rule_rejects_its_nulls_and_accepts_its_planted_case(cid):
+    made = controls_of(cid)
+    assert made.null.verdict == NOT_SUPPORTED and made.planted.verdict == SUPPORTED
+    assert all(c.verdict == NOT_SUPPORTED for c in made.extra.values())
+
+
+def test_p2_rejects_its_null_but_the_protocol_fixes_its_outcome():
+    # R = 1 would refute P2, but the softmax's zero-sum gradient rows keep every run's R far below the line
+    made = controls_of("P2")
+    assert made.null.statistic["mean_R_interval"][0] >= 0.9 > made.planted.statistic["mean_R_interval"][1]
+    assert not made.can_fail and "the protocol fixes the outcome: R is tied to the softmax" in made.failing()
+    result = claim("P2", "c", {}, True, False)
+    attach(result)
+    assert result.can_fail is False and "fixed" in result.controls and not is_evidence(result)
+    assert can_fail_cell(result) == "cannot fail"
+
+
+def test_p3_can_fail_through_its_attention_part_only():
+    made = controls_of("P3")
+    assert made.null.statistic["fraction_attn_and_error_ok"] == 0.0  # every null setting has error below eps
+    assert "the attention part decides" in made.null.statistic["note"]
+
+
+def test_p6_and_p7_controls_read_their_statistics():
+    p6 = controls_of("P6")
+    assert p6.null.statistic["slope"] > -0.2 > p6.planted.statistic["slope"]
+    assert all(x < 0 for x in p6.planted.statistic["local_slopes"])
+    p7 = controls_of("P7")
+    assert p7.planted.statistic["flat_T_eps0.0001"] < p7.planted.statistic["sharp_T_eps0.0001"]
+    assert p7.planted.statistic["flat_T_eps0.01"] > p7.planted.statistic["sharp_T_eps0.01"]
+
+
 def test_synthetic_curves_read_as_documented():
     t = curve_steps()
     assert n_phases_of_curve(t, power_law(t)) == 2
@@ -110,7 +143,7 @@ def test_a_plugin_claim_with_controls_that_can_fail_is_evidence(isolated_registr
 
 
 def test_reports_show_can_fail_and_the_counts(tmp_path):
-    results = [claim(cid, "c", {"x": 1.0}, True, False) for cid in ("H1", "P1", "P2")]
+    results = [claim(cid, "c", {"x": 1.0}, True, False) for cid in ("H1", "P1", "P4")]
     for r in results:
         attach(r)
     meta = {"command": "test", "size": "quick", "seed": 0, "wall_s": 1.0}
@@ -122,11 +155,11 @@ def test_reports_show_can_fail_and_the_counts(tmp_path):
     assert "| can fail |" in md and "| yes |" in md and "controls missing; not evidence" in md
     assert "**Controls.** Can fail: the claim's rule rejects its null" in md
     frame = claims_frame(results, "quick")
-    assert dict(zip(frame["id"], frame["can_fail"], strict=True)) == {"H1": "yes", "P1": "yes", "P2": MISSING}
+    assert dict(zip(frame["id"], frame["can_fail"], strict=True)) == {"H1": "yes", "P1": "yes", "P4": MISSING}
     assert dict(zip(frame["id"], frame["controls_null"], strict=True)) == {"H1": NOT_SUPPORTED, "P1": NOT_SUPPORTED,
-                                                                           "P2": ""}
+                                                                           "P4": ""}
     saved = json.loads((tmp_path / "claims.json").read_text())["claims"]
-    assert {c["id"]: c["can_fail"] for c in saved} == {"H1": True, "P1": True, "P2": None}
+    assert {c["id"]: c["can_fail"] for c in saved} == {"H1": True, "P1": True, "P4": None}
 
 
 def _result(cid: str, supported: bool, can_fail, forced: bool = False):
@@ -146,6 +179,8 @@ def test_the_regime_answer_rests_on_evidence_only(tmp_path):
     assert "split: P5 support it, P4b refute it" in regime_answer([_result("P5", True, True),
                                                                     _result("P4b", False, True)])
     assert "Not asked in this run" in regime_answer([_result("H1", True, True)])
+    # P6 reads a fall of eta_max with L, which a smooth curve without any change at L* passes: not a reading of it
+    assert "Not asked in this run" in regime_answer([_result("P6", True, True)])
     meta = {"command": "test", "size": "quick", "seed": 0, "wall_s": 1.0}
     md = write_report_md(tmp_path, none, meta).read_text().splitlines()
     assert md[2].startswith("**Is there a regime separation at L*?** This run gives no answer")

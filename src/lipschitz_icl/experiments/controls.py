@@ -43,12 +43,16 @@ class Controls:
     null: Case
     planted: Case
     extra: dict[str, Case] = field(default_factory=dict)  # further nulls (e.g. a logistic and a ramp), each rejected
+    # the protocol fixes the outcome: the rule rejects its null, but no run the claim's protocol makes can be that
+    # null (say why, with what was measured); such a rule cannot fail on the runs, so it is never evidence
+    fixed: str = ""
 
     @property
     def can_fail(self) -> bool:
-        """Whether the rule rejects every null and accepts the planted case."""
+        """Whether the rule rejects every null and accepts the planted case, and the protocol can produce a null."""
         nulls = [self.null, *self.extra.values()]
-        return all(c.verdict == NOT_SUPPORTED for c in nulls) and self.planted.verdict == SUPPORTED
+        return (all(c.verdict == NOT_SUPPORTED for c in nulls) and self.planted.verdict == SUPPORTED
+                and not self.fixed)
 
     def failing(self) -> str:
         """Why the rule cannot fail, in one line ('' when it can)."""
@@ -56,19 +60,23 @@ class Controls:
                if c.verdict != NOT_SUPPORTED]
         if self.planted.verdict != SUPPORTED:
             bad.append(f"its planted case ({self.planted.how}) is {self.planted.verdict}")
+        if self.fixed:
+            bad.append(f"the protocol fixes the outcome: {self.fixed}")
         return "; ".join(bad)
 
     def as_dict(self) -> dict[str, Any]:
         out = {"null": asdict(self.null), "planted": asdict(self.planted)}
         out.update({name: asdict(c) for name, c in self.extra.items()})
+        if self.fixed:
+            out["fixed"] = self.fixed
         return out
 
 
-def controls_from(cases: dict[str, tuple[Any, str]], read: Callable[[Any, str], Case]) -> Controls:
+def controls_from(cases: dict[str, tuple[Any, str]], read: Callable[[Any, str], Case], fixed: str = "") -> Controls:
     """Controls from named cases (``null``, ``planted``, and further nulls), each data set read by the claim's rule
-    through ``read(data, how)``."""
+    through ``read(data, how)``; ``fixed``: why the protocol cannot produce the null ('' when it can)."""
     made = {name: read(data, how) for name, (data, how) in cases.items()}
-    return Controls(null=made.pop("null"), planted=made.pop("planted"), extra=made)
+    return Controls(null=made.pop("null"), planted=made.pop("planted"), extra=made, fixed=fixed)
 
 
 ControlsFn = Callable[[], Controls]

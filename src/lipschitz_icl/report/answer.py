@@ -7,9 +7,10 @@ from ..experiments.claims import INCONCLUSIVE, NOT_SUPPORTED, SUPPORTED, ClaimRe
 from ..experiments.controls import is_evidence
 
 QUESTION = "Is there a regime separation at L*?"
-# the claims that read it: the threshold and its four readings, the flat regime's time scale, the step sizes of
-# the two regimes, the crossover in accuracy, and whether the regimes separate visibly
-REGIME_CLAIMS = ("P4", "P4a", "P4b", "P4c", "P4d", "P5", "P6", "P7", "R5")
+# the claims that read it: the threshold and its four readings, the flat regime's time scale, the crossover in
+# accuracy, and whether the regimes separate visibly. Not P6: its rule asks that eta_max fall with L throughout,
+# which a smooth curve with no change at L* passes as well, so it cannot tell a separation from none
+REGIME_CLAIMS = ("P4", "P4a", "P4b", "P4c", "P4d", "P5", "P7", "R5")
 
 
 def _ids(claims: list[ClaimResult]) -> str:

@@ -150,17 +150,55 @@ def p8_controls() -> Controls:
 def _p3_measure(rows: list[dict]) -> dict:
     """P3 from one row per distinct setting: attention and unseen-function error of those that reached eps."""
     conv = [x for x in rows if x["converged"]]
-    ok3 = [x["min_attn"] is not None and x["min_attn"] >= 0.9 and x["test_error"] is not None
-           and x["test_error"] <= 1.5 * x["eps"] for x in conv]
+    ok3 = [_p3_ok(x) for x in conv]
     frac3 = sum(ok3) / len(ok3) if ok3 else math.nan
     stat3 = {"converged_runs": len(conv), "fraction_attn_and_error_ok": frac3,
              "per_run": {x["name"]: {"min_attn": x["min_attn"], "test_error": x["test_error"], "eps": x["eps"]}
                          for x in rows}}
-    decides = (bool(ok3) and frac3 >= 0.9, bool(ok3) and frac3 < 0.5)
+    decides = p3_rule(ok3)
     und = "" if any(decides) else (
         "no run reached eps within its budget: budgets that let the runs converge decide it" if not ok3
         else f"{frac3:.0%} of the converged runs pass, between the margins (50%, 90%); more settings decide it")
     return {"stat": stat3, "decides": decides, "undecided": und, "censored": len(rows) - len(conv)}
+
+
+def _p3_ok(row: dict) -> bool:
+    """A converged setting's part in P3: min_k Attn_k >= 0.9 and error on unseen functions <= 1.5 eps."""
+    return (row["min_attn"] is not None and row["min_attn"] >= 0.9 and row["test_error"] is not None
+            and row["test_error"] <= 1.5 * row["eps"])
+
+
+def p3_rule(ok: list[bool]) -> tuple[bool, bool]:
+    """P3's (supported, refuted) from whether each converged distinct setting has min_k Attn_k >= 0.9 and an
+    unseen-function error <= 1.5 eps."""
+    share = sum(ok) / len(ok) if ok else math.nan
+    return bool(ok) and share >= 0.9, bool(ok) and share < 0.5
+
+
+def _p3_rows(min_attn: list[float], error_over_eps: float) -> list[dict]:
+    return [{"name": f"s{i}", "converged": True, "min_attn": a, "test_error": error_over_eps, "eps": 1.0}
+            for i, a in enumerate(min_attn)]
+
+
+P3_CASES = {  # converged distinct settings: name -> (rows, what they are)
+    "null": (_p3_rows([0.55, 0.6, 0.62, 0.7, 0.75, 0.8], 0.9), "six converged settings whose attention stalls at "
+             "0.55-0.8 (what a degenerate class with delta = 0 allows), their error below eps"),
+    "planted": (_p3_rows([0.93, 0.95, 0.97, 0.98, 0.99, 0.995], 0.8), "six converged settings with min_k Attn_k "
+                "0.93-0.995 and error 0.8 eps"),
+}
+P3_ERROR_PART = ("the error part cannot fail on its own: a run converges when its loss, the error on functions drawn "
+                 "from the class, is <= eps, and its unseen-function error is that loss on other draws: <= eps up to "
+                 "sampling; the attention part decides")
+
+
+@controls("P3")
+def p3_controls() -> Controls:
+    """P3's rule on six synthetic converged settings: it can fail through the attention part only."""
+    def read(rows: list[dict], how: str):
+        ok = [_p3_ok(x) for x in rows]
+        return case(*p3_rule(ok), {"fraction_attn_and_error_ok": sum(ok) / len(ok), "note": P3_ERROR_PART}, how)
+
+    return controls_from(P3_CASES, read)
 
 
 def _beyond_figure(ctx, runs, rows) -> str:

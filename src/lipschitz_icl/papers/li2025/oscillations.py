@@ -7,6 +7,7 @@ import numpy as np
 from ... import plots
 from ...analysis import analyze_run_object, turning_points
 from ...experiments.claims import ClaimResult, claim
+from ...experiments.controls import Controls, case, controls, controls_from
 from ...experiments.evidence import (
     MIN_SEEDS,
     REFINE_DRAWS,
@@ -82,10 +83,8 @@ def _measure(ctx: Context, seeds: list[int], figure: bool = True) -> dict:
     osc = {r.config.name: analyze_run_object(r)["oscillations"] for r in runs if r.summary["T_1"] is not None}
     settings = run_settings([r for r in runs if r.config.features.kind == "gaussian"])
     gauss = [ratios[name] for name in settings.representatives()]
-    iv, covers, enough = seed_interval(gauss, "the gaussian features, kernel and count draws redrawn per seed "
-                                       "(one value per distinct setting; the two L of a seed are one)", np.mean)
+    sup, ref, iv, covers, enough = p2_rule(gauss)
     censored = sum(v is None for v in gauss)
-    sup, ref = enough and iv[1] < 1 - P2_MARGIN, enough and iv[0] >= 1 - P2_MARGIN
     und = "" if (sup or ref) else ("fewer than 5 distinct gaussian settings reached T_1: a larger step budget "
                                    "would decide" if not enough else
                                    f"the interval {iv} straddles {1 - P2_MARGIN:g}: more seeds")
@@ -95,6 +94,38 @@ def _measure(ctx: Context, seeds: list[int], figure: bool = True) -> dict:
     return {"stat": stat, "runs": runs, "settings": settings, "interval": iv, "covers": covers,
             "censored": censored, "decides": (sup, ref), "undecided": und,
             "figure": _oscillation_figure(ctx, runs) if figure else ""}
+
+
+def p2_rule(ratios: list[float | None]) -> tuple[bool, bool, list[float], str, bool]:
+    """P2's (supported, refuted) from R of each distinct gaussian setting (None: censored), with the interval of
+    mean R, what it covers and whether there are enough settings to decide."""
+    iv, covers, enough = seed_interval(ratios, "the gaussian features, kernel and count draws redrawn per seed "
+                                       "(one value per distinct setting; the two L of a seed are one)", np.mean)
+    return enough and iv[1] < 1 - P2_MARGIN, enough and iv[0] >= 1 - P2_MARGIN, iv, covers, enough
+
+
+P2_CASES = {  # R of five distinct settings: name -> (values, what they are)
+    "null": ([0.95, 1.0, 1.05, 1.1, 1.2], "five settings whose irrelevant scores move as far as the target's "
+             "(R = 0.95-1.2): irrelevant attention falls as fast as the target attention rises"),
+    "planted": ([0.3, 0.4, 0.45, 0.5, 0.6], "five settings whose irrelevant scores move about half as far as the "
+                "target's (R = 0.3-0.6)"),
+}
+P2_FIXED = ("R is tied to the softmax: each row of its gradient sums to zero, so a query's irrelevant scores move by "
+            "minus its target score's move in sum; R >= 1/(K-1) with equality on orthonormal features (0.25 at K = 5), "
+            "and 12 gaussian-feature runs at d = 2, 3, 5 and 20 (L = L*/2, three seeds each, 8 of them reaching T_1) "
+            "gave R = 0.35-0.61: no run of this model came near the refutation line 0.9. A reformulation that leaves "
+            "the outcome open (the times at which each irrelevant attention and the target attention cover half "
+            "their change) is tied by the same sum for the mean and is not built")
+
+
+@controls("P2")
+def p2_controls() -> Controls:
+    """P2's rule on R values of five synthetic settings; fixed by the softmax's zero-sum gradient rows."""
+    def read(values: list[float], how: str):
+        sup, ref, iv, _, _ = p2_rule(values)
+        return case(sup, ref, {"mean_R_interval": iv}, how)
+
+    return controls_from(P2_CASES, read, fixed=P2_FIXED)
 
 
 def _oscillation_figure(ctx, runs) -> str:

@@ -18,6 +18,7 @@ from ... import plots
 from ...analysis import analyze_run_object
 from ...config import Config
 from ...experiments.claims import ClaimResult, claim
+from ...experiments.controls import Controls, case, controls, controls_from
 from ...experiments.evidence import (
     MIN_RESOLVED_STEPS,
     REFINE_DRAWS,
@@ -203,13 +204,62 @@ def _p7_measure(runs, L_star: float, rho: float) -> tuple[dict, bool, bool, str]
     if below:
         return stat, False, False, (f"the median times {', '.join(below)} are below {MIN_RESOLVED_STEPS} steps even at "
                                     f"rho = {rho:.3g}: a smaller common rho would resolve them")
-    small, large = P7_EPS
-    flat_small = med[(small, True)] < med[(small, False)]
-    flat_large = med[(large, True)] < med[(large, False)]
-    s7, r7 = flat_small and not flat_large, flat_small == flat_large
+    s7, r7 = p7_rule(med)
     und = "" if (s7 or r7) else ("sharp faster at the small eps, flat at the large one: neither the claim nor its "
                                  "refutation")
     return stat, s7, r7, und
+
+
+def p7_rule(med: dict[tuple[float, bool], float]) -> tuple[bool, bool]:
+    """P7's (supported, refuted) from the median times {(eps, flat?): steps} at the two eps: supported if flat is
+    faster at the small eps and sharp at the large one, refuted if one regime is faster at both."""
+    small, large = P7_EPS
+    flat_small = med[(small, True)] < med[(small, False)]
+    flat_large = med[(large, True)] < med[(large, False)]
+    return flat_small and not flat_large, flat_small == flat_large
+
+
+P7_CASES = {  # median steps to each eps: name -> ({(eps, flat?): steps}, what they are)
+    "null": ({(P7_EPS[0], True): 400.0, (P7_EPS[0], False): 900.0, (P7_EPS[1], True): 40.0,
+              (P7_EPS[1], False): 120.0}, "the flat regime faster at both accuracies (no crossover)"),
+    "null_sharp": ({(P7_EPS[0], True): 900.0, (P7_EPS[0], False): 400.0, (P7_EPS[1], True): 120.0,
+                    (P7_EPS[1], False): 40.0}, "the sharp regime faster at both accuracies (no crossover)"),
+    "planted": ({(P7_EPS[0], True): 400.0, (P7_EPS[0], False): 900.0, (P7_EPS[1], True): 120.0,
+                 (P7_EPS[1], False): 40.0}, "flat faster at the small eps, sharp faster at the large one"),
+}
+
+
+@controls("P7")
+def p7_controls() -> Controls:
+    """P7's rule on synthetic median times of each regime at its two accuracies."""
+    def read(med: dict, how: str):
+        return case(*p7_rule(med), {f"{'flat' if fl else 'sharp'}_T_eps{e:g}": t for (e, fl), t in med.items()}, how)
+
+    return controls_from(P7_CASES, read)
+
+
+def _eta_law(Ls: list[float], lam_of_L) -> object:
+    """The label-noise reading's power law of a synthetic eta_max(L) = 2 / lambda(L)."""
+    return power_law(Ls, [2.0 / lam_of_L(L) for L in Ls], band=math.inf)
+
+
+P6_LS = [0.25, 0.5, 1.0, 2.0, 4.0]  # L over L* of the controls' curves (L* = 1)
+P6_CASES = {  # eta_max(L) = 2 / lambda_max(L): name -> (lambda of L, what it is)
+    "null": (lambda L: 0.05 * L**2 + 10.0, "a curvature dominated by label noise: eta_max falls by 7% over a "
+             "16-fold range of L (the step the sharp regime needs is no smaller)"),
+    "null_rising": (lambda L: 4.0 / math.sqrt(L), "eta_max growing as sqrt(L)"),
+    "planted": (lambda L: L**2 + 1.0, "lambda_max = L^2 + tau^2 with tau = 1: eta_max falls with L throughout"),
+}
+
+
+@controls("P6")
+def p6_controls() -> Controls:
+    """P6's rule on synthetic curves eta_max(L) over the protocol's grid of L."""
+    def read(lam_of_L, how: str):
+        law = _eta_law(P6_LS, lam_of_L)
+        return case(*_p6_conditions(law), {"slope": law.slope, "local_slopes": law.local_slopes}, how)
+
+    return controls_from(P6_CASES, read)
 
 
 def _tuned_figure(ctx, Ls, emax, emax_tau, runs, L_star, eta_0) -> str:
