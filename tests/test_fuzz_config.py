@@ -258,9 +258,10 @@ HUGE = st.one_of(
                                                                         ).map(lambda t: (nest(*t), [t[0]])),
     st.integers(2**63, 2**70).map(lambda s: ({"seed": s}, ["seed"])),
     st.integers(8_200, 100_000).map(  # Sigma is K x K
-        lambda K: ({"features": {"kind": "gaussian", "K": K, "d": 2}}, ["features.K"])),
+        lambda K: ({"features": {"kind": "gaussian", "K": K, "d": 2}}, ["features.K", "engine.draws"])),
     st.tuples(st.integers(50_000, 100_000), st.integers(50_000, 1_000_000)).map(  # V is K x d
-        lambda t: ({"features": {"kind": "gaussian", "K": t[0], "d": t[1]}}, ["features.d", "features.K"])),
+        lambda t: ({"features": {"kind": "gaussian", "K": t[0], "d": t[1]}},
+                   ["features.d", "features.K", "engine.draws"])),  # engine.draws: a step's K^3 per draw
     st.tuples(st.integers(10**5, 10**7), st.integers(10**4, 10**5)).map(  # a batch of prompts
         lambda t: ({"engine": {"kind": "sampled", "batch": t[0]}, "prompt": {"N": t[1]}}, ["engine.batch"])),
     st.tuples(st.integers(10**5, 10**6), st.integers(10**4, 10**5)).map(  # the test prompts

@@ -51,6 +51,18 @@ def test_exact_counts_whose_steps_take_minutes_are_refused_up_front(N, K, count)
     load_config(None, ["features.K=5", "features.d=5", "prompt.N=50", "engine.counts=exact"])  # 316,251: allowed
 
 
+def test_drawn_counts_whose_steps_take_minutes_are_refused_up_front():
+    # K = 1000 with the default 256 draws took about 30 s a step (the test errors' K^3 per draw): refused, naming
+    # the field and what is allowed; fewer draws, or the mean field, are accepted
+    start = time.perf_counter()
+    with pytest.raises(ConfigError, match=r"engine\.draws: 256 count draws at K=1000 take about 2\.6e\+11 "
+                       r"multiply-adds a step .*use fewer draws or engine\.counts=mean_field"):
+        load_config(None, ["features.K=1000", "features.d=1000", "prompt.N=1", "train.steps=5"])
+    assert time.perf_counter() - start < 2
+    load_config(None, ["features.K=1000", "features.d=1000", "prompt.N=1", "train.steps=5", "engine.draws=64"])
+    load_config(None, ["features.K=1000", "features.d=1000", "prompt.N=1", "train.steps=5", "engine.counts=mean_field"])
+
+
 def test_a_huge_factored_d_k_is_refused_before_allocating():
     base = ["model.kind=factored", "model.init=auto", "engine.kind=sampled", "features.d=1000", "features.K=5"]
     with pytest.raises(ConfigError, match=r"model\.d_k: the factored model's W_Q and W_K \(2e\+08 parameters"):

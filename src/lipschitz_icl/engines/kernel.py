@@ -36,6 +36,9 @@ if TYPE_CHECKING:
     from ..tasks import TaskClass
 
 EXACT_WORK_MAX = 2**32  # multiply-adds a step of engine.counts: exact (count vectors x K^3), about a second on a core
+# multiply-adds a step of drawn counts (draws x K^3: the test errors' Sigma times each draw's attention), about ten
+# seconds on a core (K = 1000 with the default 256 draws, 2.6e11, took about 30 s a step)
+DRAWN_WORK_MAX = 2**36
 KERNEL_MODELS = ("reduced", "linear_attention")  # the models with a closed-form population loss here
 
 
@@ -97,6 +100,8 @@ class KernelEngine(Engine):
                               "loss needs only the counts' first two moments); allowed: multinomial, mean_field")
         if cfg.engine.counts == "exact":
             cls._check_exact(cfg.prompt.N, cfg.features.K)
+        if cfg.engine.counts == "multinomial":
+            cls._check_drawn(cfg.engine.draws, cfg.features.K)
         if cfg.engine.fused:
             cls._check_fused(cfg)
 
@@ -113,6 +118,15 @@ class KernelEngine(Engine):
             raise ConfigError("engine.counts", f"exact: N={N}, K={K} has {n:,} count vectors, about {work:.2g} "
                               f"multiply-adds a step ({n:,} x K^3; allowed: at most {EXACT_WORK_MAX:.2g}, about a "
                               "second a step); use engine.counts=multinomial (draws) or mean_field")
+
+    @staticmethod
+    def _check_drawn(draws: int, K: int) -> None:
+        """Drawn counts: every step takes about K^3 multiply-adds for each draw; bounded before any is made."""
+        work = draws * K**3
+        if work > DRAWN_WORK_MAX:
+            raise ConfigError("engine.draws", f"{draws} count draws at K={K} take about {work:.2g} multiply-adds a "
+                              f"step (draws x K^3; allowed: at most {DRAWN_WORK_MAX:.2g}, about ten seconds a step); "
+                              "use fewer draws or engine.counts=mean_field")
 
     @classmethod
     def fusable(cls, cfg: Config) -> bool:
