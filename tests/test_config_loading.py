@@ -38,7 +38,7 @@ def test_a_float_in_a_list_reads_like_a_float_alone(tmp_path):
 
 
 @pytest.mark.parametrize(("override", "field"), [
-    ("train.steps='100'", "train.steps"), ("task.L='2'", "task.L"), ("seed=1.0", "seed"),
+    ("train.steps='100'", "train.steps"), ("task.L='2'", "task.L"), ("seed=1.5", "seed"),
     ("engine.resample=yes", "engine.resample"), ("features.K='5'", "features.K"),
 ])
 def test_quoted_numbers_and_yaml_1_1_booleans_are_refused(override, field):
@@ -93,3 +93,14 @@ def test_yaml_tests_do_not_leave_files(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     refused(["run", "seed=1", "seed='x'"])
     assert list(Path(tmp_path).iterdir()) == []
+
+
+@pytest.mark.parametrize("text", ["1e4", "1E4", "10000.0", "1_0000", "10_000"])
+def test_a_whole_number_written_as_a_float_or_with_underscores_is_accepted_where_an_integer_is_meant(text):
+    # train.steps=1e4 was refused ("valid integer, got 10000.0"); the config, and so its hash, is that of 10000
+    assert li.load_config(None, [f"train.steps={text}"]) == li.load_config(None, ["train.steps=10000"])
+
+
+@pytest.mark.parametrize("text", ["1.5", "1e30", "1_0.5", "_100", "true"])
+def test_a_number_that_is_not_a_whole_one_is_still_refused_where_an_integer_is_meant(text):
+    assert refused(["run", f"train.steps={text}", "--out", "unused"]).startswith("error: train.steps: ")

@@ -29,6 +29,7 @@ from pydantic import (
 )
 
 from .config_io import apply_overrides, check_shape, format_validation_error, import_plugin, read_yaml  # noqa: F401
+from .config_io import as_whole_number as _whole
 from .config_io import loc as _loc  # noqa: F401 - re-exported
 from .config_io import short as _short
 from .engines import engine_class
@@ -56,11 +57,12 @@ class _Strict(BaseModel):
     @field_validator("*", mode="before")
     @classmethod
     def _numbers_are_numbers(cls, v: Any, info: ValidationInfo) -> Any:
-        """true/false and binary data are not numbers (pydantic would read them as 1, 0, b'1' -> 1)."""
+        """true/false and bytes are not numbers (pydantic reads 1, 0, b'1' -> 1); 1e4, 1_000 are whole numbers."""
         ann = cls.model_fields[info.field_name].annotation
         if ann in (int, float) and isinstance(v, bool | bytes | bytearray):
             raise ValueError(f"must be a number (got {_short(v)})")
-        return v
+        return _whole(v) if ann in (int, int | None) else v
+
 
 
 class FeaturesConfig(_Strict):

@@ -238,6 +238,16 @@ def read_yaml(path: str | Path) -> Any:
 # --------------------------------------------------------------------------- overrides
 
 
+def as_whole_number(value: Any) -> Any:
+    """An integral float (``1e4``, as YAML reads it) or digits grouped by ``_`` (``1_000``) as the whole number it
+    writes; anything else as it is (the config's validation then says what is wrong with it)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
+        return int(value)
+    if isinstance(value, str) and re.fullmatch(r"[+-]?\d+(_\d+)+", value):
+        return int(value)
+    return value
+
+
 def parse_override(text: str) -> tuple[list[str], Any]:
     """Parse ``key.sub=value``; the value is read as YAML (so 1e-3, true, [0.5, 0.5] work). Remembered (a
     sweep applies each axis value at many points); the caller gets its own copy."""
