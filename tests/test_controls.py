@@ -27,8 +27,8 @@ from lipschitz_icl.report.export import claims_frame
 from lipschitz_icl.report.html import write_report_html
 from lipschitz_icl.report.md import write_report_md
 
-WITH_CONTROLS = {"H1", "H2", "P1", "P2", "P3", "P6", "P7", "P8"}  # claims given controls so far: may only grow
-CAN_FAIL = {"H1", "P1", "P3", "P6", "P7", "P8"}  # of those, the ones whose rule rejects its nulls
+CAN_FAIL = {"B5", "B7", "CL1", "CL3", "CL5", "H1", "H3", "P1", "P3", "P4", "P4c", "P6", "P7", "P8", "R1", "R3a",
+            "R3b", "R3c", "R4", "R5", "R6", "R7"}  # the claims whose rule rejects its nulls: may only grow
 
 
 def registered_claims() -> list[str]:
@@ -51,9 +51,9 @@ def test_every_registered_claim_meets_the_controls_contract(cid):
     assert json.loads(json.dumps(result.as_dict()))["controls"]["null"]["verdict"] == made.null.verdict
 
 
-def test_the_claims_with_controls_only_grow():
-    assert WITH_CONTROLS <= {cid for cid in registered_claims() if has_controls(cid)}
-    assert CAN_FAIL <= {cid for cid in WITH_CONTROLS if controls_of(cid).can_fail}
+def test_every_built_in_claim_has_controls_and_those_that_can_fail_only_grow():
+    assert all(has_controls(cid) for cid in registered_claims())
+    assert CAN_FAIL <= {cid for cid in registered_claims() if controls_of(cid).can_fail}
 
 
 @pytest.mark.parametrize("cid", ["H1", "P1", "P8"])
@@ -142,8 +142,9 @@ def test_a_plugin_claim_with_controls_that_can_fail_is_evidence(isolated_registr
         controls("H1")(x8_controls)
 
 
-def test_reports_show_can_fail_and_the_counts(tmp_path):
-    results = [claim(cid, "c", {"x": 1.0}, True, False) for cid in ("H1", "P1", "P4")]
+def test_reports_show_can_fail_and_the_counts(tmp_path, isolated_registry):
+    STATEMENTS["X7"] = "a plugin's claim without controls"
+    results = [claim(cid, "c", {"x": 1.0}, True, False) for cid in ("H1", "P1", "X7")]
     for r in results:
         attach(r)
     meta = {"command": "test", "size": "quick", "seed": 0, "wall_s": 1.0}
@@ -155,11 +156,11 @@ def test_reports_show_can_fail_and_the_counts(tmp_path):
     assert "| can fail |" in md and "| yes |" in md and "controls missing; not evidence" in md
     assert "**Controls.** Can fail: the claim's rule rejects its null" in md
     frame = claims_frame(results, "quick")
-    assert dict(zip(frame["id"], frame["can_fail"], strict=True)) == {"H1": "yes", "P1": "yes", "P4": MISSING}
+    assert dict(zip(frame["id"], frame["can_fail"], strict=True)) == {"H1": "yes", "P1": "yes", "X7": MISSING}
     assert dict(zip(frame["id"], frame["controls_null"], strict=True)) == {"H1": NOT_SUPPORTED, "P1": NOT_SUPPORTED,
-                                                                           "P4": ""}
+                                                                           "X7": ""}
     saved = json.loads((tmp_path / "claims.json").read_text())["claims"]
-    assert {c["id"]: c["can_fail"] for c in saved} == {"H1": True, "P1": True, "P4": None}
+    assert {c["id"]: c["can_fail"] for c in saved} == {"H1": True, "P1": True, "X7": None}
 
 
 def _result(cid: str, supported: bool, can_fail, forced: bool = False):

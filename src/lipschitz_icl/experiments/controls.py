@@ -9,7 +9,7 @@ Each claim's file registers its controls beside its experiment:
         return Controls(null=case(rule(power_law_curve()), "a single power law"), planted=case(...))
 
 Controls are cheap (synthetic curves, the exact engine) and run at every size. A claim without registered
-controls (a plugin's, or one not yet given them) is reported as "controls missing", never as evidence; one whose
+controls (a plugin's; every built-in claim has them) is reported as "controls missing", never as evidence; one whose
 null passes is "cannot fail", never as evidence either. ``attach`` records them on each result."""
 
 from __future__ import annotations

@@ -20,4 +20,4 @@ PAPER = register_paper(Paper(
     claims=("CL1", "CL2", "CL3", "CL4", "CL5", "CL6"),
 ))
 
-from . import suite  # noqa: E402, F401  (registration)
+from . import controls, suite  # noqa: E402, F401  (registration)

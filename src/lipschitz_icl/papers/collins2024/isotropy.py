@@ -56,10 +56,8 @@ def judge_isotropy(ctx, table: pd.DataFrame, data: list[str], controls: tuple[li
     frame = table[(table["model"] == "softmax") & (table["axis"] == "L")]
     top = frame[frame["value"] == frame["value"].max()]
     ratios = top.sort_values("seed")["eig_ratio"].tolist()
-    interval, covers, enough = seed_interval(ratios, COVERS)
+    sup, ref, interval, covers, enough = cl4_rule(ratios)
     lo, hi = interval
-    sup = enough and hi <= ISOTROPIC_BELOW
-    ref = enough and (lo > ANISOTROPIC_ABOVE or sum(r == r for r in ratios) < len(ratios) / 2)
     medians = frame.groupby("value")["eig_ratio"].median()
     stat = {"L": float(top["value"].max()), "eig_ratio_by_seed": ratios, "eig_ratio_median_interval": interval,
             "eig_ratio_median_by_L": dict(zip(medians.index.tolist(), medians.tolist(), strict=True)),
@@ -71,6 +69,17 @@ def judge_isotropy(ctx, table: pd.DataFrame, data: list[str], controls: tuple[li
     return claim("CL4", crit, stat, sup, ref, figures=[_figure(ctx, frame, controls[0])],
                  runs=[*runs_read(top), *controls[1]], data=list(data), interval={"eig_ratio": interval},
                  interval_covers={"eig_ratio": covers}, undecided_because=why)
+
+
+def cl4_rule(ratios: list[float]) -> tuple[bool, bool, list[float], str, bool]:
+    """CL4's (supported, refuted) from the eigenvalue ratio of each seed (NaN: sym(Q) indefinite), with the
+    interval of the median, what it covers and whether >= 5 seeds have a ratio: supported if its upper end is
+    <= ISOTROPIC_BELOW, refuted if its lower end is > ANISOTROPIC_ABOVE or most seeds have no ratio."""
+    interval, covers, enough = seed_interval(ratios, COVERS)
+    lo, hi = interval
+    sup = enough and hi <= ISOTROPIC_BELOW
+    ref = enough and (lo > ANISOTROPIC_ABOVE or sum(r == r for r in ratios) < len(ratios) / 2)
+    return sup, ref, interval, covers, enough
 
 
 def _figure(ctx, frame: pd.DataFrame, control_ratios: list[float]) -> str:

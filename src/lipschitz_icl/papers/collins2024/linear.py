@@ -60,13 +60,8 @@ def judge_linear(ctx, table: pd.DataFrame, data: list[str]) -> ClaimResult:
     pair["ratio"] = pair["linear"] / pair["softmax"]
     ratio = per_seed(pair.reset_index(), "ratio", np.min)
     gaps = {axis: _growth_gap(table, axis) for axis in ("L", "tau", "N")}
-    ivs = {"ratio": seed_interval(ratio, COVERS), **{f"growth_gap_{a}": seed_interval(g, COVERS)
-                                                     for a, g in gaps.items()}}
+    sup, ref, ivs = cl5_rule(ratio, gaps)
     enough = all(iv[2] for iv in ivs.values())
-    (r_lo, r_hi), (l_lo, l_hi), (n_lo, n_hi) = (ivs[k][0] for k in ("ratio", "growth_gap_L", "growth_gap_N"))
-    sup = enough and r_lo > 1 and l_lo > 0 and n_lo > 0
-    follows = all(-FOLLOWS_WITHIN <= v <= FOLLOWS_WITHIN for v in (l_lo, l_hi, n_lo, n_hi))
-    ref = enough and (r_hi < 1 or follows)
     lin_L = table[(table["model"] == "linear") & (table["axis"] == "L")]
     stat = {"intervals": {k: iv[0] for k, iv in ivs.items()}, "min_ratio_by_seed": ratio, "growth_gap_by_seed": gaps,
             "error_power_law": {f"{m}_{a}": power_law(f["value"].tolist(), f["error"].tolist()).as_dict()
@@ -78,6 +73,20 @@ def judge_linear(ctx, table: pd.DataFrame, data: list[str]) -> ClaimResult:
                  interval={k: iv[0] for k, iv in ivs.items()}, interval_covers={k: iv[1] for k, iv in ivs.items()},
                  undecided_because=why,
                  notes="The tau axis's gap is reported, not judged: under f = L g it is the L axis read backwards.")
+
+
+def cl5_rule(ratio: list[float], gaps: dict[str, list[float]]) -> tuple[bool, bool, dict[str, tuple]]:
+    """CL5's (supported, refuted) from per-seed values: the smallest error(linear) / error(softmax) over the
+    settings and, per axis (L, tau, N), linear's log-error change minus softmax's; with each one's seed_interval
+    (interval, covers, enough). Supported if the ratio's and the L and N gaps' lower ends are above 1, 0, 0;
+    refuted if the ratio's upper end is below 1 or both gaps lie within +-FOLLOWS_WITHIN (tau: reported only)."""
+    ivs = {"ratio": seed_interval(ratio, COVERS), **{f"growth_gap_{a}": seed_interval(g, COVERS)
+                                                     for a, g in gaps.items()}}
+    enough = all(iv[2] for iv in ivs.values())
+    (r_lo, r_hi), (l_lo, l_hi), (n_lo, n_hi) = (ivs[k][0] for k in ("ratio", "growth_gap_L", "growth_gap_N"))
+    sup = enough and r_lo > 1 and l_lo > 0 and n_lo > 0
+    follows = all(-FOLLOWS_WITHIN <= v <= FOLLOWS_WITHIN for v in (l_lo, l_hi, n_lo, n_hi))
+    return sup, enough and (r_hi < 1 or follows), ivs
 
 
 def _figure(ctx, table: pd.DataFrame) -> str:

@@ -44,9 +44,8 @@ def judge_nadaraya(ctx, table: pd.DataFrame, data: list[str]) -> ClaimResult:
     worst = per_seed(soft, "ratio")
     worst_at = [f"L={r['L']:g} tau={r['tau']:g} N={r['N']:g}" for _, r in
                 soft.loc[soft.groupby("seed")["ratio"].idxmax()].iterrows()]  # the setting of each seed's worst
-    interval, covers, enough = seed_interval(worst, COVERS)
+    sup, ref, interval, covers, enough = cl6_rule(worst)
     lo, hi = interval
-    sup, ref = enough and hi <= TOLERANCE, enough and lo > TOLERANCE
     table_axes = table[table["model"] == "softmax"].assign(ratio=lambda f: f["error"] / f["nw_error"])
     stat = {"worst_ratio_by_seed": worst, "worst_ratio_median_interval": interval, "tolerance": TOLERANCE,
             "worst_setting_by_seed": worst_at,
@@ -63,6 +62,15 @@ def judge_nadaraya(ctx, table: pd.DataFrame, data: list[str]) -> ClaimResult:
                                  "closes")
     return claim("CL6", crit, stat, sup, ref, figures=[_figure(ctx, table_axes)], runs=runs_read(soft), data=list(data),
                  interval={"worst_ratio": interval}, interval_covers={"worst_ratio": covers}, undecided_because=why)
+
+
+def cl6_rule(worst: list[float]) -> tuple[bool, bool, list[float], str, bool]:
+    """CL6's (supported, refuted) from each seed's largest error ratio softmax / NW(h*), with the interval of the
+    median, what it covers and whether there are >= 5 seeds: supported if its upper end is <= TOLERANCE, refuted
+    if its lower end is above it."""
+    interval, covers, enough = seed_interval(worst, COVERS)
+    lo, hi = interval
+    return enough and hi <= TOLERANCE, enough and lo > TOLERANCE, interval, covers, enough
 
 
 def _medians(frame: pd.DataFrame, column: str) -> tuple[list, list]:

@@ -43,9 +43,14 @@ def _rule(axis: str, what: str) -> str:
             "local-slope lack-of-fit test.")
 
 
+def window_rule(readings: dict[str, dict]) -> tuple[bool, bool]:
+    """CL1-CL3's (supported, refuted) from their direction readings (``reading.direction``): supported if every
+    reading goes the claimed way, refuted if any goes the other way."""
+    return all(r["supported"] for r in readings.values()), any(r["refuted"] for r in readings.values())
+
+
 def _claim(cid: str, crit: str, readings: dict[str, dict], figure: str) -> ClaimResult:
-    sup = all(r["supported"] for r in readings.values())
-    ref = any(r["refuted"] for r in readings.values())
+    sup, ref = window_rule(readings)
     enough = all(r["enough"] for r in readings.values())
     why = "" if sup != ref else ("fewer than 5 seeds" if not enough else
                                  "the worst local slope's interval straddles 0: some step along the axis is flat "

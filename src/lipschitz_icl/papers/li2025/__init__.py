@@ -15,4 +15,13 @@ PAPER = register_paper(Paper(
     claims=("P1", "P2", "P3", "P4", "P4a", "P4b", "P4c", "P4d", "P5", "P6", "P7", "P8"),
 ))
 
-from . import beyond, oscillations, scaling, step_size, threshold, two_phases  # noqa: E402, F401  (registration)
+from . import (  # noqa: E402, F401  (registration)
+    beyond,
+    oscillations,
+    scaling,
+    scaling_controls,
+    step_size,
+    threshold,
+    threshold_controls,
+    two_phases,
+)

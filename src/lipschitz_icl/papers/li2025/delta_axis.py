@@ -99,14 +99,21 @@ def _reading(base_runs: list[Run], at_point: list[Run], base_values: dict, names
     point_values = {r.config.task.kind: _value(r) for r in at_point}
     cvs = [_cv(list(base_values.values())), _cv(list(point_values.values()))]
     cens = censored_runs(base_runs, "T_1") + censored_runs(at_point, "T_1")
-    ok = not cens and None not in cvs
-    outcome = verdict(ok and all(c <= DELTA_CV_AGREES for c in cvs), ok and any(c > DELTA_CV_DISAGREES for c in cvs))
+    outcome = verdict(*delta_cv_rule(cvs, cens))
     shapes = run_settings(base_runs + at_point)
     return {"verdict": outcome, "forced_by": shapes.forced_by(), "distinct_settings": shapes.distinct,
             "cv_base": cvs[0], "cv_moved": cvs[1], "Delta_moved": DELTA_AXIS_POINT, "values_moved": point_values,
             "censored": cens, "measured_as": {n: measured_for[n] for n in names if measured_for[n] != n},
             "undecided_because": "" if outcome != "inconclusive" else
             ("censored runs: " + ", ".join(cens) if cens else "a CV between the margins")}
+
+
+def delta_cv_rule(cvs: list[float | None], censored: list[str]) -> tuple[bool, bool]:
+    """The delta axis's (agrees, disagrees) under one Delta reading, from the CVs across classes of
+    T_1 eta L^2 delta^2 Delta^2 at the base and at the moved Delta: agrees when both are <= DELTA_CV_AGREES,
+    disagrees when one exceeds DELTA_CV_DISAGREES; a censored run or a missing CV decides nothing."""
+    ok = not censored and None not in cvs
+    return ok and all(c <= DELTA_CV_AGREES for c in cvs), ok and any(c > DELTA_CV_DISAGREES for c in cvs)
 
 
 def delta_axis_check(axis: DeltaAxis) -> tuple[bool, bool, str]:

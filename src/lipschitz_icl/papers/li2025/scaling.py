@@ -179,8 +179,7 @@ def _claim_p5(ctx: Context, sweep: LSweep, flat: FlatAxes) -> ClaimResult:
     below = [r for r in sweep.runs if r.config.task.L < sweep_L_star(sweep)]
     censored = {"L": censored_runs(below), **flat.censored, "delta": flat.delta.censored}
     K_x = [k * math.log(k / ctx.sizes.eps_rel) for k in KS]
-    K_axis = power_law_reading(K_x, [r.summary["T_eps"] for r in flat.K_runs], 1.0, 0.3,
-                               censored=len(censored["KlogK"]))
+    K_axis = k_axis_rule(K_x, [r.summary["T_eps"] for r in flat.K_runs], len(censored["KlogK"]))
     Delta_ok, Delta_bad, Delta_forced = combined(flat.Delta.readings)
     delta_ok, delta_bad, delta_forced = delta_axis_check(flat.delta)
     checks = {"Delta": (Delta_ok, Delta_bad), "KlogK": (K_axis["verdict"] == "supported",
@@ -204,15 +203,27 @@ def _claim_p5(ctx: Context, sweep: LSweep, flat: FlatAxes) -> ClaimResult:
     why = {"Delta": undecided_readings(flat.Delta.readings), "KlogK": K_axis["undecided_because"],
            "delta": undecided_readings(flat.delta.readings)}
     undecided = [k for k, (a, b) in checks.items() if not a and not b]
-    result = claim("P5", CRITERION_P5 + " " + DELTA_RULE_P5, stat, all(a for a, _ in checks.values()),
-                   any(b for _, b in checks.values()), settings=flat.Delta.settings, readings=flat.Delta.readings,
-                   figures=[sweep.figure, flat.figure], runs=rel_runs(ctx, sweep.runs + flat.runs + flat.delta.runs),
+    result = claim("P5", CRITERION_P5 + " " + DELTA_RULE_P5, stat, *p5_rule(checks), settings=flat.Delta.settings,
+                   readings=flat.Delta.readings, figures=[sweep.figure, flat.figure],
+                   runs=rel_runs(ctx, sweep.runs + flat.runs + flat.delta.runs),
                    forced=False, forced_reason=FORCED_P5, censored=sum(len(v) for v in censored.values()),
                    undecided_because="; ".join(f"{k}: {why[k]}" for k in undecided))
     if Delta_forced and Delta_bad:
         result.forced, result.forced_by = True, Delta_forced
         result.forced_reason = f"forced Delta readings contradict the Delta slope ({Delta_forced}); {FORCED_P5}"
     return result
+
+
+def k_axis_rule(K_log_K_eps: list[float], T_eps: list[float | None], censored: int) -> dict:
+    """P5's K axis: T_eps against K log(K/eps) as a deterministic curve (``delta.power_law_reading``, predicted
+    slope +1 within 0.3): its "verdict" and the numbers behind it."""
+    return power_law_reading(K_log_K_eps, T_eps, 1.0, 0.3, censored=censored)
+
+
+def p5_rule(checks: dict[str, tuple[bool, bool]]) -> tuple[bool, bool]:
+    """P5's (supported, refuted) from its axes' (agrees, disagrees): the Delta readings combined, the K axis and
+    the delta axis. Supported if every axis agrees, refuted if one disagrees."""
+    return all(a for a, _ in checks.values()), any(b for _, b in checks.values())
 
 
 UNIFORM_TILT_NOTE = (
@@ -238,18 +249,25 @@ def _censored_check(fit: Fit | None, predicted: float, n_censored: int, axis: st
 
 def _claim_b1(ctx: Context, sweep: LSweep) -> ClaimResult:
     fast, slow = sweep.fits["T1_all"], sweep.fits["slow_all"]
-    m1, m2 = slope_matches(fast, -1), slope_matches(slow, -2)
     stat = {**fit_dict(fast, "fast_T1"), **fit_dict(slow, "slow_Teps_minus_T1")}
     seeds = [r.config.seed for r in sweep.runs]
     slow_T = [te - t1 if te is not None and t1 is not None else None
               for t1, te in zip(sweep.T1, sweep.Teps, strict=True)]
     interval = {"fast_T1_slope": bootstrap_loglog_slope(sweep.L, sweep.T1, seeds, seed=ctx.seed)[1],
                 "slow_slope": bootstrap_loglog_slope(sweep.L, slow_T, seeds, seed=ctx.seed)[1]}
-    return claim("B1", CRITERION_B1, stat, m1[0] and m2[0], m1[1] or m2[1], figures=[sweep.figure],
+    return claim("B1", CRITERION_B1, stat, *b1_rule(fast, slow), figures=[sweep.figure],
                  runs=rel_runs(ctx, sweep.runs), forced=True, forced_reason=FORCED_B1, interval=interval,
                  interval_covers={name: "the seeds' count draws only: the L points of a seed are one shape under "
                                         "eta L^2, so the slope itself is fixed (forced)" for name in interval},
                  settings=run_settings(sweep.runs), censored=sum(t is None for t in sweep.Teps))
+
+
+def b1_rule(fast: Fit | None, slow: Fit | None) -> tuple[bool, bool]:
+    """B1's (supported, refuted) from the log-log fits of T_1 (fast phase, predicted slope -1) and T_eps - T_1
+    (slow phase, -2) against L: supported if both match (``slope_matches``: the interval contains the prediction or
+    the slope is within 0.3), refuted if either is off by more than 0.3 with its interval excluding it."""
+    m1, m2 = slope_matches(fast, -1), slope_matches(slow, -2)
+    return m1[0] and m2[0], m1[1] or m2[1]
 
 
 def _scaling_figure(ctx, Ls, T1, Te, L_star, fits, stem) -> str:

@@ -71,13 +71,19 @@ def _measure(ctx: Context, cap: int, margin: float, readings: tuple[str, ...], g
     return data, outcomes, list(runs.values()), settings_of(named)
 
 
-def _reading(names: list[str], data: dict, shapes: Settings) -> dict:
-    T = [data[n]["T_eps"] for n in names]
-    early = unresolved({n: data[n]["T_eps"] for n in names})
-    res = power_law_reading([data[n]["Delta"] for n in names], T, DELTA_SLOPE, DELTA_MARGIN,
-                            censored=sum(t is None for t in T))
+def delta_slope_rule(names: list[str], Delta: list[float], T_eps: list[float | None]) -> dict:
+    """One Delta reading's outcome for P5's Delta slope (``delta.power_law_reading`` of T_eps against Delta,
+    predicted DELTA_SLOPE within DELTA_MARGIN; a censored run or a time below 10 steps leaves it inconclusive): its
+    "verdict" and the numbers behind it."""
+    early = unresolved(dict(zip(names, T_eps, strict=True)))
+    res = power_law_reading(Delta, T_eps, DELTA_SLOPE, DELTA_MARGIN, censored=sum(t is None for t in T_eps))
     if early and res["verdict"] != "inconclusive":
         res = {**res, "verdict": "inconclusive", "undecided_because": f"T_eps below 10 steps: {', '.join(early)}"}
+    return res
+
+
+def _reading(names: list[str], data: dict, shapes: Settings) -> dict:
+    res = delta_slope_rule(names, [data[n]["Delta"] for n in names], [data[n]["T_eps"] for n in names])
     return {"verdict": res["verdict"], "forced_by": shapes.forced_by(), "distinct_settings": shapes.distinct,
             "settings": len(names), "slope": res["slope"], "local_slopes": res["local_slopes"],
             "local_slope_range": res["local_slope_range"], "is_power_law": res["is_power_law"],

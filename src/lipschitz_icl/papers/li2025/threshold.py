@@ -82,14 +82,21 @@ def _p4a_reading(m: dict, plan: DeltaPlan, reading: str, ratios: dict, censored:
     within = sorted({w for n in dict.fromkeys(names) for w in run_settings(m["relative"][n]).forced_by().split("; ")
                      if w})
     early = unresolved({r.config.name: r.summary["T_eps"] for n in dict.fromkeys(names) for r in m["relative"][n]})
-    outcome = verdict(bool(got) and max(got) > 2, bool(got) and max(got) <= 1.25 and cens == 0)
-    if early:  # a time inside the first steps decides nothing
-        outcome = verdict(False, False)
+    outcome = verdict(*p4a_rule(got, cens, early))
     return {"verdict": outcome, "unresolved": early, "forced_by": shapes.forced_by() or "; ".join(within),
             "distinct_settings": shapes.distinct, "settings": shapes.members, "max_ratio": max(got) if got else None,
             "censored": cens, "undecided_because": "" if outcome != "inconclusive" else
             (f"T_eps below 10 steps: {', '.join(early)}" if early else "a ratio in (1.25, 2] or a censored run")}
 
+
+def p4a_rule(ratios: list[float], censored: int, early: list[str]) -> tuple[bool, bool]:
+    """P4a's (supported, refuted) under one Delta reading, from its settings' max/min ratios over L of the rescaled
+    time eta L^2 T_eps (inf: a censored run), its censored runs and its runs with T_eps below 10 steps: supported
+    if some ratio exceeds 2, refuted if every ratio is <= 1.25 and none is censored; a time inside the first steps
+    decides nothing."""
+    if early:
+        return False, False
+    return bool(ratios) and max(ratios) > 2, bool(ratios) and max(ratios) <= 1.25 and censored == 0
 
 
 def _p4(ctx: Context, m: dict, readings: list[ClaimResult], fig: str) -> ClaimResult:
@@ -105,11 +112,17 @@ def _p4(ctx: Context, m: dict, readings: list[ClaimResult], fig: str) -> ClaimRe
         "P4b": "sqrt(eps / (l0 / (Delta delta)^2)): grows as sqrt(eps)",
         "P4c": "L_tau_coef x tau sqrt(K/N): grows as tau, falls about as 1/sqrt(N)",
         "P4d": "eta_max at Q = 0 (L_x / L_d), not Delta delta"}
-    sup = any(r.verdict == "supported" for r in free)
-    ref = bool(free) and all(r.verdict == "not supported" for r in free)
+    sup, ref = p4_rule([r.verdict for r in free])
     why = "" if sup != ref else "; ".join(f"{r.id}: {r.undecided_because}" for r in free if r.undecided_because)
     return claim("P4", crit, stat, sup, ref, settings=m["plan"].all_shapes, figures=[fig], size=size_name(ctx),
                  undecided_because=why or ("" if sup != ref else "no reading decided: see P4a-P4d"))
+
+
+def p4_rule(free_verdicts: list[str]) -> tuple[bool, bool]:
+    """P4's (supported, refuted) from the combined verdicts of its readings that are not forced: supported if one
+    is supported, refuted if there is one and every one is not supported."""
+    sup = any(v == "supported" for v in free_verdicts)
+    return sup, bool(free_verdicts) and all(v == "not supported" for v in free_verdicts)
 
 
 def _b3(ctx: Context, m: dict, readings: dict[str, ClaimResult], fig: str) -> ClaimResult:
@@ -163,14 +176,22 @@ def _b3_reading(plan: DeltaPlan, reading: str, lx: dict[str, dict]) -> dict:
         r = [Lx[n] / math.sqrt(cfgs[n].features.d / cfgs[n].prompt.N) for n in names if Lx.get(n)]
         per[cid] = {"median_r": float(np.median(r)) if r else None,
                     "cv_r": float(np.std(r, ddof=1) / np.mean(r)) if len(r) >= 2 else None, "n": len(r)}
-    ok = [v for v in per.values() if v["median_r"] is not None and v["cv_r"] is not None]
-    sup = any(0.5 <= v["median_r"] <= 2 and v["cv_r"] <= 0.25 for v in ok)
-    ref = bool(ok) and all(not (0.25 <= v["median_r"] <= 4) or v["cv_r"] > 0.5 for v in ok)
-    outcome = verdict(sup, ref)
+    outcome = verdict(*b3_rule(per))
     shapes = plan.shapes[reading]
     return {"verdict": outcome, "forced_by": shapes.forced_by(), "distinct_settings": shapes.distinct,
             "by_reading": per, "undecided_because": "" if outcome != "inconclusive" else
             "a median or CV of r between the margins"}
+
+
+def b3_rule(per: dict[str, dict]) -> tuple[bool, bool]:
+    """B3's (supported, refuted) under one Delta reading, from each threshold reading's median and CV of
+    r = L_x / sqrt(d/N) (``per``: threshold reading -> {"median_r", "cv_r"}; None: too few settings): supported if
+    some reading has median r in [1/2, 2] and CV <= 0.25, refuted if every reading has median r outside [1/4, 4]
+    or CV > 0.5."""
+    ok = [v for v in per.values() if v["median_r"] is not None and v["cv_r"] is not None]
+    sup = any(0.5 <= v["median_r"] <= 2 and v["cv_r"] <= 0.25 for v in ok)
+    ref = bool(ok) and all(not (0.25 <= v["median_r"] <= 4) or v["cv_r"] > 0.5 for v in ok)
+    return sup, ref
 
 
 READINGS_CAPTION = (

@@ -85,8 +85,7 @@ def located_by_reading(plan: DeltaPlan, L_x: dict[str, float | None], invalid_be
         names = [ds.name for ds in plan.points[reading]]
         Lx = {n: plan.value_for(L_x, n) for n in names}
         dd = {n: plan.members[n].dd for n in names}
-        res = power_law_reading([1 / dd[n] for n in names], [Lx[n] for n in names], 1.0, SLOPE_MARGIN,
-                                min_span=MIN_SPAN)
+        res = located_rule([dd[n] for n in names], [Lx[n] for n in names])
         prods = [Lx[n] * dd[n] for n in names if Lx[n]]
         if invalid_because:
             res = {**res, "verdict": "inconclusive", "undecided_because": invalid_because}
@@ -101,6 +100,13 @@ def located_by_reading(plan: DeltaPlan, L_x: dict[str, float | None], invalid_be
             "measured_as": {n: plan.measured_for[n] for n in names if plan.measured_for[n] != n},
             "undecided_because": res["undecided_because"], "reason": res["reason"]}
     return out
+
+
+def located_rule(Delta_delta: list[float], L_x: list[float | None]) -> dict:
+    """One Delta reading's outcome for 'L_x scales as 1/(Delta delta)' (``delta.power_law_reading`` of L_x against
+    1/(Delta delta), predicted slope 1 within SLOPE_MARGIN, span >= MIN_SPAN): its "verdict" and the numbers behind
+    it. P4b, P4c and P4d share it."""
+    return power_law_reading([1 / v for v in Delta_delta], L_x, 1.0, SLOPE_MARGIN, min_span=MIN_SPAN)
 
 
 def readings_summary(readings: dict[str, dict]) -> dict[str, dict]:

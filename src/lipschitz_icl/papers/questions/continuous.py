@@ -12,6 +12,7 @@ from ... import plots
 from ...baselines import nadaraya_watson
 from ...engines import make_generator
 from ...experiments.claims import ClaimResult, claim
+from ...experiments.controls import Controls, case, controls, controls_from
 from ...experiments.figures import captioned, plain_log_ticks
 from ...experiments.measure import loglog_slope
 from ...experiments.registry import experiment
@@ -121,9 +122,7 @@ def exp_continuous(ctx: Context) -> list[ClaimResult]:
             "slope_window": sw, "slope_window_se": se_w, "predicted_slope_Q": predicted}
     local_q, local_w = _local_slopes(Ls, stat["Q_norm"]), _local_slopes(Ls, stat["window"])  # one curve each
     stat.update(local_slopes_Q=local_q, local_slopes_window=local_w)
-    ok = math.isfinite(sq) and math.isfinite(sw) and bool(local_q) and bool(local_w)
-    sup = ok and min(local_q) > 0 and max(local_w) < 0
-    ref = ok and (sq < 0.1 or sw > 0 or min(local_q) < -0.1 or max(local_w) > 0.1)
+    sup, ref = r6_rule(sq, sw, local_q, local_w)
     fig, axes = plots.figure(2, 1)
     axes[0][0].loglog(Ls, stat["Q_norm"], "o-", label=f"||Q||_2 (slope {sq:.2f})")
     axes[0][0].loglog(Ls, stat["Q_norm"][0] * (np.array(Ls) / Ls[0]) ** predicted, "k:",
@@ -143,3 +142,39 @@ def exp_continuous(ctx: Context) -> list[ClaimResult]:
     return [claim("R6", crit, stat, sup, ref, figures=[fig_path], data=[table], undecided_because=und)]
 
 
+
+
+def r6_rule(slope_Q: float, slope_window: float, local_Q: list[float], local_window: list[float]) -> tuple[bool, bool]:
+    """R6's (supported, refuted) from the log-log slopes of ||Q||_2 and of the window against L and their local
+    slopes: supported if ||Q|| rises and the window shrinks between every two successive L; refuted if the ||Q||
+    slope is below 0.1, the window's above 0, or a local slope goes against the claim by more than 0.1."""
+    ok = math.isfinite(slope_Q) and math.isfinite(slope_window) and bool(local_Q) and bool(local_window)
+    sup = ok and min(local_Q) > 0 and max(local_window) < 0
+    ref = ok and (slope_Q < 0.1 or slope_window > 0 or min(local_Q) < -0.1 or max(local_window) > 0.1)
+    return sup, ref
+
+
+R6_LS = [0.5, 1.0, 2.0, 4.0, 8.0]  # the full size's grid of L
+R6_CASES = {  # (||Q||_2 of L, window of L): name -> (curves, what they are)
+    "null": ((lambda L: 2.0, lambda L: 0.8), "||Q|| and the window the same at every L: the attention does not "
+             "sharpen as L grows"),
+    "null_widening": ((lambda L: 0.8 * L**0.6, lambda L: 0.9 * L**0.2), "||Q|| rises as L^0.6 but the window "
+                      "widens as L^0.2"),
+    "planted": ((lambda L: 0.8 * L**0.6, lambda L: 1.2 * L**-0.25), "||Q|| rising as L^0.6 and the window shrinking "
+                "as L^-0.25 (the tiny size's slopes)"),
+}
+
+
+@controls("R6")
+def r6_controls() -> Controls:
+    """R6's rule on synthetic curves ||Q||_2(L) and window(L) over the grid of L."""
+    def read(curves, how: str):
+        q_of, window_of = curves
+        Q, window = [q_of(L) for L in R6_LS], [window_of(L) for L in R6_LS]
+        sq, sw = loglog_slope(R6_LS, Q)[0], loglog_slope(R6_LS, window)[0]
+        local_q, local_w = _local_slopes(R6_LS, Q), _local_slopes(R6_LS, window)
+        return case(*r6_rule(sq, sw, local_q, local_w), {"slope_Q": sq, "slope_window": sw,
+                                                         "local_slopes_Q": local_q, "local_slopes_window": local_w},
+                    how)
+
+    return controls_from(R6_CASES, read)

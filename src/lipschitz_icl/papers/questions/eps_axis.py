@@ -7,6 +7,7 @@ import numpy as np
 from ... import plots
 from ...api import Run
 from ...experiments.claims import ClaimResult, claim
+from ...experiments.controls import Controls, case, controls, controls_from
 from ...experiments.evidence import (
     LOCAL_SLOPE_BAND,
     REFINE_DRAWS,
@@ -25,6 +26,7 @@ from ...experiments.runner import (
     single_threaded,
     with_budget,
 )
+from ...stopping import rel_key, rel_level
 
 STATEMENTS = {  # the claims this file tests, word for word as the report and docs/CLAIMS.md give them
     "R4": "Convergence is logarithmic in the accuracy asked (R4): the steps to bring the loss to a fraction eps of "
@@ -95,11 +97,8 @@ def _measure(ctx: Context) -> tuple[Run, dict, tuple[bool, bool], str]:
     run = run_group(ctx, "eps-axis", [cfg], "R4 eps axis")[0]
     stat, _ = eps_axis_statistic(run)
     n = stat["levels_in_range"]
-    exp_ = stat["eps_exponent"]
     decided = n >= MIN_LEVELS
-    log_better = decided and stat["rms_log_model"] <= stat["rms_power_law"]
-    sup = decided and exp_ <= LOG_MAX and log_better
-    ref = decided and exp_ >= POLY_MIN and stat["is_power_law"] and not log_better
+    sup, ref = r4_rule(stat)
     undecided = ""
     if not decided:
         undecided = (f"only {n} of the T_rel levels in [{EPS_RANGE[0]:g}, {EPS_RANGE[1]:g}] were reached within "
@@ -116,14 +115,31 @@ def eps_axis_statistic(run: Run) -> tuple[dict, dict[str, list[float]]]:
     item is empty: a fit residual of one curve covers no randomness)."""
     eta_L2 = run.config.train.lr * run.config.task.L ** 2
     levels = {float(k): int(t) for k, t in (run.summary.get("T_rel") or {}).items() if t}
+    return eps_levels_statistic(levels, eta_L2, run.summary["status"], run.summary["steps"]), {}
+
+
+def r4_rule(stat: dict) -> tuple[bool, bool]:
+    """R4's (supported, refuted) from ``eps_levels_statistic``: with at least MIN_LEVELS levels in EPS_RANGE,
+    supported if eps_exponent <= LOG_MAX and the logarithmic model fits no worse; refuted if eps_exponent >=
+    POLY_MIN, its local slopes pass the power-law test and the power law fits better."""
+    decided = stat["levels_in_range"] >= MIN_LEVELS
+    log_better = decided and stat["rms_log_model"] <= stat["rms_power_law"]
+    sup = decided and stat["eps_exponent"] <= LOG_MAX and log_better
+    ref = decided and stat["eps_exponent"] >= POLY_MIN and stat["is_power_law"] and not log_better
+    return sup, ref
+
+
+def eps_levels_statistic(levels: dict[float, int], eta_L2: float, status: str, steps: int) -> dict:
+    """``eps_axis_statistic`` from the first step at each relative level (``levels``: eps -> step) of a run with
+    that eta L^2, status and steps."""
     inside = sorted((e, t) for e, t in levels.items() if EPS_RANGE[0] * 0.999 <= e <= EPS_RANGE[1] * 1.001)
     stat: dict = {"eta_L2": eta_L2, "levels_in_range": len(inside), "eps_exponent": None, "is_power_law": False,
                   "local_slopes": [], "local_slope_range": None,
                   "rms_power_law": None, "rms_log_model": None, "log_model_local_slope": None,
                   "s_eps": {f"{e:.3g}": t * eta_L2 for e, t in sorted(levels.items(), reverse=True)},
-                  "status": run.summary["status"], "steps": run.summary["steps"]}
+                  "status": status, "steps": steps}
     if len(inside) < 3:
-        return stat, {}
+        return stat
     x = np.log([1 / e for e, _ in inside])  # log(1/eps)
     T = np.array([t for _, t in inside], dtype=float)
     A = np.column_stack([np.ones_like(x), x])
@@ -139,7 +155,32 @@ def eps_axis_statistic(run: Run) -> tuple[dict, dict[str, list[float]]]:
                 log_model={"a": float(a_l), "b": float(b_l)}, rms_power_law=float(np.sqrt(np.mean(rel_p**2))),
                 rms_log_model=float(np.sqrt(np.mean(rel_l**2))),
                 log_model_local_slope=float(b_l / (a_l + b_l * mid)) if a_l + b_l * mid > 0 else None)
-    return stat, {}
+    return stat
+
+
+def _levels(time_of_eps) -> dict[float, int]:
+    """The trainer's levels 10^(-j/8), j = 1..32, as the summary writes them, each with its first step."""
+    return {float(rel_key(rel_level(j))): int(round(time_of_eps(rel_level(j)))) for j in range(1, 33)}
+
+
+R4_CASES = {  # first step at each relative eps: name -> (levels, what they are)
+    "null": (_levels(lambda e: 2.0 / e), "a loss creeping as 1/t after its fast phase: T_eps = 2 / eps, a power "
+             "of 1/eps with exponent 1"),
+    "null_sqrt": (_levels(lambda e: 20.0 / e**0.6), "T_eps = 20 / eps^0.6: a power of 1/eps with exponent 0.6"),
+    "planted": (_levels(lambda e: 100.0 * np.log(1 / e)), "a loss falling exponentially, exp(-t / 100): T_eps = "
+                "100 log(1/eps), logarithmic"),
+}
+
+
+@controls("R4")
+def r4_controls() -> Controls:
+    """R4's rule on synthetic times to each relative eps of one run (eta L^2 = 16)."""
+    def read(levels: dict[float, int], how: str):
+        stat = eps_levels_statistic(levels, 16.0, "converged", max(levels.values()))
+        return case(*r4_rule(stat), {k: stat[k] for k in ("levels_in_range", "eps_exponent", "is_power_law",
+                                                          "rms_power_law", "rms_log_model")}, how)
+
+    return controls_from(R4_CASES, read)
 
 
 def _eps_figure(ctx: Context, run: Run, stat: dict) -> str:

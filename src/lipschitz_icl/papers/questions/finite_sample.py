@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ... import plots
 from ...experiments.claims import ClaimResult, claim
+from ...experiments.controls import Controls, case, controls, controls_from
 from ...experiments.evidence import SETTLED_TOL, run_settings, settled
 from ...experiments.figures import captioned
 from ...experiments.measure import L_star_of
@@ -66,8 +69,7 @@ def exp_finite_training_set(ctx: Context) -> list[ClaimResult]:
     deciding = {"M_min": runs[0], "M_max": runs[-2], "population": runs[-1]}
     moving = [name for name, r in deciding.items() if not settled(r.series("test_error").to_numpy())]
     stat["unsettled_runs"] = moving
-    sup = not moving and e_max <= 2 * pop and e_max <= e_min
-    ref = not moving and (e_max > 4 * pop or e_max > 1.5 * e_min)
+    sup, ref = r1_rule(e_min, e_max, pop, bool(moving))
     und = "" if (sup or ref) else (f"the runs {', '.join(moving)} were still moving at their budget: more steps "
                                    "decide it" if moving else "the errors lie between the margins")
     fig, axes = plots.figure(2, 1)
@@ -89,3 +91,40 @@ def exp_finite_training_set(ctx: Context) -> list[ClaimResult]:
 R1_STEPS_FACTOR = 4  # R1's runs train this many times the size's sampled-engine steps, so that they settle
 
 
+def r1_rule(error_M_min: float, error_M_max: float, error_population: float, moving: bool) -> tuple[bool, bool]:
+    """R1's (supported, refuted) from the final unseen-function errors (only when the deciding runs settled):
+    error(M_max) <= 2 x population and <= error(M_min); error(M_max) > 4 x population or > 1.5 x error(M_min)."""
+    e_min, e_max, pop = error_M_min, error_M_max, error_population
+    sup = not moving and e_max <= 2 * pop and e_max <= e_min
+    ref = not moving and (e_max > 4 * pop or e_max > 1.5 * e_min)
+    return sup, ref
+
+
+def _settling(final: float, start: float = 1.0, steps: int = 2000, scale: float = 100.0) -> np.ndarray:
+    """A synthetic test-error curve over recorded steps: from ``start`` down to ``final`` on a time scale of
+    ``scale`` steps, settled long before the budget."""
+    return final + (start - final) * np.exp(-np.arange(0, steps, 10) / scale)
+
+
+R1_CASES = {  # final test errors: name -> ({run: final error}, how)
+    "null": ({"M_min": 0.5, "M_max": 0.45, "population": 0.05}, "the fixed set is memorised, not learnt from: at "
+             "M_max the error is still 0.45, 9x the population's 0.05"),
+    "null_grows": ({"M_min": 0.05, "M_max": 0.09, "population": 0.05}, "the error grows with M (0.05 at M_min, 0.09 "
+                   "at M_max), though within 2x of population training"),
+    "planted": ({"M_min": 0.45, "M_max": 0.0065, "population": 0.0056}, "overfitting at M_min (0.45), and at M_max "
+                "the error (0.0065) within 2x of population training's (0.0056)"),
+}
+
+
+@controls("R1")
+def r1_controls() -> Controls:
+    """R1's settling test and rule on synthetic test-error curves of the M_min, M_max and population runs."""
+    def read(finals: dict[str, float], how: str):
+        curves = {name: _settling(v) for name, v in finals.items()}
+        moving = [name for name, c in curves.items() if not settled(c)]
+        e_min, e_max, pop = (float(curves[name][-1]) for name in ("M_min", "M_max", "population"))
+        return case(*r1_rule(e_min, e_max, pop, bool(moving)), {
+            "test_error_M_min": e_min, "test_error_M_max": e_max, "population_test_error": pop,
+            "unsettled_runs": moving}, how)
+
+    return controls_from(R1_CASES, read)

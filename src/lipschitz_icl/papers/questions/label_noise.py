@@ -9,6 +9,7 @@ import torch
 from ... import plots
 from ...engines import build_engine, kernel_loss
 from ...experiments.claims import ClaimResult, claim
+from ...experiments.controls import Controls, case, controls, controls_from
 from ...experiments.evidence import refined_conditions, run_settings
 from ...experiments.figures import captioned
 from ...experiments.registry import experiment
@@ -99,10 +100,51 @@ def _against(opt: list[dict], amin: list[float], errs: list[float | None]) -> di
     gap = [abs(a - o["min_attn"]) for a, o in zip(amin, opt, strict=True)]
     ratio = [e / o["test_error"] if e is not None else math.nan for e, o in zip(errs, opt, strict=True)]
     reachable = [o["min_attn"] >= 0.9 for o in opt]
-    at_opt = all(g <= 0.05 for g in gap) and all(x <= 1.1 for x in ratio)
+    return {"gap": gap, "ratio": ratio, "reachable": reachable, "decides": r3d_rule(reachable, gap, ratio)}
+
+
+def r3d_rule(reachable: list[bool], attn_gap: list[float], error_ratio: list[float]) -> tuple[bool, bool]:
+    """R3d's (supported, refuted) per tau from whether the optimum reaches min_k Attn_k >= 0.9, the trained model's
+    distance to the optimum's min_k Attn_k and its error over the optimum's: supported if every tau is reachable and
+    the model is at the optimum (gap <= 0.05, ratio <= 1.1); refuted if some tau is unreachable or the model is far
+    from the optimum (gap > 0.15 or ratio > 1.5)."""
+    at_opt = all(g <= 0.05 for g in attn_gap) and all(x <= 1.1 for x in error_ratio)
     sup = all(reachable) and at_opt
-    ref = not all(reachable) or any(g > 0.15 for g in gap) or any(x > 1.5 for x in ratio)
-    return {"gap": gap, "ratio": ratio, "reachable": reachable, "decides": (sup, ref)}
+    ref = not all(reachable) or any(g > 0.15 for g in attn_gap) or any(x > 1.5 for x in error_ratio)
+    return sup, ref
+
+
+def _r3d_case(optimum_min_attn: list[float], attn_below: float, error_factor: float) -> tuple[list[dict], list, list]:
+    """Optima over the tau grid (error 0.01 tau^2) and a trained model ``attn_below`` under each optimum's
+    min_k Attn_k with ``error_factor`` x its error: (optima, trained min_k Attn_k, trained errors)."""
+    taus = [0.25, 0.5, 1.0, 2.0]
+    opt = [{"min_attn": a, "test_error": 0.01 * t**2} for a, t in zip(optimum_min_attn, taus, strict=True)]
+    return opt, [a - attn_below for a in optimum_min_attn], [error_factor * o["test_error"] for o in opt]
+
+
+R3D_CASES = {  # tau = 0.25, 0.5, 1, 2: name -> ((optima, trained attention, trained errors), what they are)
+    "null": (_r3d_case([0.99, 0.98, 0.91, 0.73], 0.01, 1.02), "the optimum's min_k Attn_k falls to 0.73 at tau = 2 "
+             "(no Q reaches 0.9 there), the trained model at the optimum"),
+    "null_far": (_r3d_case([0.99, 0.98, 0.96, 0.93], 0.2, 3.0), "every tau reachable (optimum 0.93-0.99), but the "
+                 "trained model stalls 0.2 below it with 3x its error"),
+    "planted": (_r3d_case([0.99, 0.98, 0.96, 0.93], 0.01, 1.02), "every tau reachable (optimum 0.93-0.99) and the "
+                "trained model within 0.01 of it, its error 1.02x the optimum's"),
+}
+R3D_FIXED = ("the grid decides: it ends at tau = 2 at every size (grid keeps its ends), and at L = 2 (K = 5, "
+             "N = 50) the population optimum's min_k Attn_k there is 0.726 over every count vector (0.71-0.72 at "
+             "32-128 count draws): below 0.9, so the band is unreachable and the rule says not supported before any "
+             "training; the trained-model part can only add to that refutation")
+
+
+@controls("R3d")
+def r3d_controls() -> Controls:
+    """R3d's rule on synthetic optima and trained models over the tau grid; fixed by the optimum at tau = 2."""
+    def read(data: tuple[list[dict], list[float], list[float]], how: str):
+        m = _against(*data)
+        return case(*m["decides"], {"optimum_min_attn": [o["min_attn"] for o in data[0]], "attn_gap": m["gap"],
+                                    "error_over_optimum": m["ratio"]}, how)
+
+    return controls_from(R3D_CASES, read, fixed=R3D_FIXED)
 
 
 def _optimum_of(cfg) -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ... import plots
 from ...experiments.claims import ClaimResult, claim
+from ...experiments.controls import Controls, case, controls, controls_from
 from ...experiments.evidence import run_settings
 from ...experiments.figures import captioned
 from ...experiments.measure import L_star_of
@@ -55,9 +56,7 @@ def exp_large_L(ctx: Context) -> list[ClaimResult]:
     stat = {"L_star": L_star, "max_L_over_Lstar": factors[-1], "T_eps_smallest_L": T[0], "T_eps_largest_L": T[-1],
             "min_final_attn": min(amin), "L_over_Lstar": factors, "T_eps": T, "final_min_attn": amin,
             "status": [r.summary["status"] for r in runs]}
-    sup = min(amin) >= 0.9 and T[0] is not None and T[-1] is not None and T[-1] <= T[0]
-    ref = any(a < 0.5 for f, a in zip(factors, amin, strict=True) if f >= 10) or (
-        T[0] is not None and T[-1] is not None and T[-1] > 2 * T[0])
+    sup, ref = r3c_rule(factors, amin, T)
     fig, axes = plots.figure(2, 1)
     for r, f, c in zip(runs, factors, plots.colors(len(runs)), strict=True):
         am = r.series("attn_min")
@@ -72,3 +71,36 @@ def exp_large_L(ctx: Context) -> list[ClaimResult]:
                   settings=run_settings(runs, by="run"))]
 
 
+
+
+def r3c_rule(L_over_Lstar: list[float], final_min_attn: list[float], T_eps: list[int | None]) -> tuple[bool, bool]:
+    """R3c's (supported, refuted) from each run's L / L*, final min_k Attn_k and T_eps (None: not reached), the L
+    increasing: supported if every run ends at >= 0.9 and the largest L is no slower than the smallest; refuted if
+    a run at L >= 10 L* ends below 1/2 or the largest L takes over twice as long as the smallest."""
+    both = T_eps[0] is not None and T_eps[-1] is not None
+    sup = min(final_min_attn) >= 0.9 and both and T_eps[-1] <= T_eps[0]
+    ref = any(a < 0.5 for f, a in zip(L_over_Lstar, final_min_attn, strict=True) if f >= 10) or (
+        both and T_eps[-1] > 2 * T_eps[0])
+    return sup, ref
+
+
+R3C_FACTORS = [1.0, 3.0, 10.0, 30.0, 100.0]  # L / L* of the controls' runs (the full size's grid)
+R3C_CASES = {  # runs over R3C_FACTORS: name -> ((final min_k Attn_k, T_eps), what they are)
+    "null": (([0.97, 0.96, 0.95, 0.3, 1e-49], [400, 300, 250, None, None]), "the runs at 30 and 100 L* saturate on "
+             "a wrong pattern (min_k Attn_k 0.3 and 1e-49, as the tiny size's 100 L* run ends) and never reach eps"),
+    "null_slower": (([0.97, 0.96, 0.96, 0.95, 0.95], [200, 250, 350, 450, 600]), "every run converges, but "
+                    "convergence slows as L grows: the largest L takes 3x the smallest's steps"),
+    "planted": (([0.97, 0.97, 0.96, 0.96, 0.95], [400, 120, 60, 50, 45]), "every run ends with min_k Attn_k >= "
+                "0.95 and T_eps falls from 400 steps at L* to 45 at 100 L*"),
+}
+
+
+@controls("R3c")
+def r3c_controls() -> Controls:
+    """R3c's rule on synthetic final attentions and times of runs from L* to 100 L*."""
+    def read(runs: tuple[list[float], list[int | None]], how: str):
+        amin, T = runs
+        return case(*r3c_rule(R3C_FACTORS, amin, T), {"min_final_attn": min(amin), "T_eps_smallest_L": T[0],
+                                                      "T_eps_largest_L": T[-1]}, how)
+
+    return controls_from(R3C_CASES, read)

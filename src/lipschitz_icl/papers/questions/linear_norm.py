@@ -8,6 +8,7 @@ import numpy as np
 
 from ... import plots
 from ...experiments.claims import ClaimResult, claim
+from ...experiments.controls import Controls, case, controls, controls_from
 from ...experiments.evidence import power_law, run_settings
 from ...experiments.figures import captioned, plain_log_ticks
 from ...experiments.measure import loglog_slope
@@ -62,9 +63,7 @@ def exp_linear_norm(ctx: Context) -> list[ClaimResult]:
     law = power_law(Ls, T1, band=math.inf)  # copies of one trajectory: the exact slope and local slopes, no interval
     stat = {"L": Ls, "T_1": T1, "T_eps": Te, "final_min_attn": amin, "slope_T1_vs_L": slope, "slope_se": se,
             "local_slopes_T1_vs_L": law.local_slopes, "all_converged": all(conv)}
-    ok_slope = math.isfinite(slope)
-    sup = all(conv) and ok_slope and -2.4 <= slope <= -1.6
-    ref = (ok_slope and not -2.8 <= slope <= -1.2) or any(a < 0.5 for a in amin)
+    sup, ref = r8_rule(slope, conv, amin)
     fig, axes = plots.figure(2, 1)
     pts = [(L, t) for L, t in zip(Ls, T1, strict=True) if t]
     if pts:
@@ -92,3 +91,41 @@ def exp_linear_norm(ctx: Context) -> list[ClaimResult]:
                   forced_reason=reason, censored=sum(t is None for t in T1), settings=run_settings(runs))]
 
 
+
+
+def r8_rule(slope_T1: float, converged: list[bool], final_min_attn: list[float]) -> tuple[bool, bool]:
+    """R8's (supported, refuted) from the log-log slope of T_1 against L and each run's convergence (loss <= eps
+    and min_k Attn_k >= 0.9) and final min_k Attn_k: supported if every run converges and the slope lies in
+    [-2.4, -1.6]; refuted if the slope lies outside [-2.8, -1.2] or a run ends below 1/2."""
+    ok_slope = math.isfinite(slope_T1)
+    sup = all(converged) and ok_slope and -2.4 <= slope_T1 <= -1.6
+    ref = (ok_slope and not -2.8 <= slope_T1 <= -1.2) or any(a < 0.5 for a in final_min_attn)
+    return sup, ref
+
+
+R8_LS = [1.5, 2.0, 2.5, 3.0, 4.0]  # the full size's grid of L
+R8_CASES = {  # (T_1 per L, final min_k Attn_k per L): name -> (runs, what they are)
+    "null": (([60, 60, 60, 60, 60], [0.95] * 5), "T_1 = 60 steps at every L (no dependence on L, as B6 says), "
+             "every run converged"),
+    "null_stall": (([80, 45, 29, 20, None], [0.95, 0.95, 0.95, 0.95, 0.3]), "T_1 falling as L^-2 up to L = 3, "
+                   "but the run at L = 4 stalls at min_k Attn_k 0.3 (never reaches 1/2)"),
+    "planted": (([180 / L**2 for L in R8_LS], [0.95] * 5), "T_1 = 180 / L^2 steps, every run converged at "
+                "min_k Attn_k 0.95"),
+}
+R8_FIXED = ("f = L g: at eta = 1 every L is one trajectory in s = eta L^2 t (the settings are one shape, detected: "
+            "1 distinct of 3 at the quick size; at the tiny size T_1 = 81 and 12 steps at L = 1.5 and 4, slope "
+            "-1.95), so T_1 falls as L^-2 up to the step rounding and no L can stall where another converges: neither "
+            "null can be made; a run ending short of convergence is one cut by its step budget (the tiny size's "
+            "L = 1.5), not an L at which the dynamics differ")
+
+
+@controls("R8")
+def r8_controls() -> Controls:
+    """R8's rule on synthetic T_1 and final attention over the grid of L; fixed by f = L g."""
+    def read(runs: tuple[list[float | None], list[float]], how: str):
+        T1, amin = runs
+        slope = loglog_slope(R8_LS, T1)[0]
+        return case(*r8_rule(slope, [a >= 0.9 for a in amin], amin), {"slope_T1_vs_L": slope,
+                                                                      "final_min_attn": amin}, how)
+
+    return controls_from(R8_CASES, read, fixed=R8_FIXED)

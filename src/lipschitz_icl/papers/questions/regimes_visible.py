@@ -4,6 +4,7 @@ experiment, once per output directory in a process) against L / L* on one page."
 from __future__ import annotations
 
 from ...experiments.claims import ClaimResult, claim, verdict
+from ...experiments.controls import Controls, case, controls, controls_from
 from ...experiments.delta import READINGS, combined
 from ...experiments.figures import captioned
 from ...experiments.registry import experiment
@@ -39,8 +40,8 @@ def exp_regimes_visible(ctx: Context) -> list[ClaimResult]:
     m = measure_readings(ctx)  # P4's measurements when exp_threshold ran first in this process
     fig = readings_figure(ctx, m, "regimes_visible")
     located = located_readings(ctx, m, fig)
-    by_delta = {reading: _r5_reading(reading, {r.id: r.readings[reading] for r in located}) for reading in READINGS}
-    sup, ref, forced_by = combined(by_delta)
+    by_delta, sup, ref, forced_by = r5_rule({reading: {r.id: r.readings[reading] for r in located}
+                                             for reading in READINGS})
     fine = {reading: _r5_reading(reading, {r.id: r.refinement["statistic"]["readings"][reading] for r in located})
             for reading in m["refined"]["readings"]}
     stat = {"by_Delta_reading": {r: {"verdict": v["verdict"], "forced_by": v["forced_by"]}
@@ -55,6 +56,14 @@ def exp_regimes_visible(ctx: Context) -> list[ClaimResult]:
     settle_readings(result, by_delta, fine, m["refined"]["approximation"],
                     {"by_reading": {r: v["by_reading"] for r, v in fine.items()}})
     return [result]
+
+
+def r5_rule(located: dict[str, dict[str, dict]]) -> tuple[dict[str, dict], bool, bool, str]:
+    """R5's rule: each Delta reading judged from the located changes of P4b-P4d on its settings (``located``: Delta
+    reading -> threshold reading -> its outcome), combined by delta.combine. Returns (outcome per Delta reading,
+    supported, refuted, the forced readings that fix the combined verdict)."""
+    by_delta = {reading: _r5_reading(reading, per) for reading, per in located.items()}
+    return (by_delta, *combined(by_delta))
 
 
 def _r5_reading(reading: str, located: dict[str, dict]) -> dict:
@@ -72,3 +81,33 @@ def _r5_reading(reading: str, located: dict[str, dict]) -> dict:
             "by_reading": per,
             "undecided_because": "" if outcome != "inconclusive" else
             "no threshold reading both collapses near L* nor fails to (or Delta delta spans < 3x)"}
+
+
+def _located(cv: float, median: float, span: float = 4.0) -> dict:
+    """A threshold reading's located change under one Delta reading: CV and median of L_x / L*, Delta delta span."""
+    return {"cv_Lx_dd": cv, "median_Lx_over_Lstar": median, "Delta_delta_span": span, "forced_by": "",
+            "distinct_settings": 4}
+
+
+NO_COLLAPSE = {"P4b": _located(0.7, 0.5), "P4c": _located(0.8, 1.0), "P4d": _located(0.9, 2.0)}
+COLLAPSE_AT_LSTAR = {"P4b": _located(0.7, 0.5), "P4c": _located(0.1, 1.2), "P4d": _located(0.9, 2.0)}
+R5_CASES = {  # Delta reading -> threshold reading -> located change: name -> (readings, what they are)
+    "null": ({d: NO_COLLAPSE for d in READINGS}, "under every Delta reading no threshold reading collapses against "
+             "L / L* (CV of L_x / L* 0.7-0.9 over a 4x span of Delta delta)"),
+    "null_far": ({d: {**NO_COLLAPSE, "P4c": _located(0.1, 30.0)} for d in READINGS}, "under every Delta reading "
+                 "P4c collapses (CV 0.1) but at 30 L*, far from L*; the others do not collapse"),
+    "null_pair": ({**{d: COLLAPSE_AT_LSTAR for d in ("rescale", "tilt")}, "pair": NO_COLLAPSE}, "rescale and tilt "
+                  "collapse at 1.2 L* (CV 0.1), the pair reading, where the geometry changes, collapses nowhere"),
+    "planted": ({d: COLLAPSE_AT_LSTAR for d in READINGS}, "under every Delta reading P4c collapses (CV 0.1 over a "
+                "4x span) at a median 1.2 L*"),
+}
+
+
+@controls("R5")
+def r5_controls() -> Controls:
+    """R5's rule on synthetic located changes of P4b-P4d under the three Delta readings."""
+    def read(located: dict[str, dict[str, dict]], how: str):
+        by_delta, sup, ref, _ = r5_rule(located)
+        return case(sup, ref, {"by_Delta_reading": {d: v["verdict"] for d, v in by_delta.items()}}, how)
+
+    return controls_from(R5_CASES, read)

@@ -6,6 +6,7 @@ import numpy as np
 
 from ... import plots
 from ...experiments.claims import ClaimResult, claim
+from ...experiments.controls import Controls, case, controls, controls_from
 from ...experiments.evidence import MIN_SEEDS, SETTLED_TOL, run_settings, seed_interval, settled
 from ...experiments.figures import captioned
 from ...experiments.measure import falling_crossing, tail_mean
@@ -75,14 +76,12 @@ def exp_token_noise(ctx: Context) -> list[ClaimResult]:
     crossing = [falling_crossing(sigmas, [amin[(seed, s)] for s in sigmas], 0.5) for seed in seeds]
     censored = sum(c is None for c in crossing)
     still = {r.config.seed for r in runs if not settled(r.series("attn_min").to_numpy())}
-    half = [sigmas[-1] if c is None else c for c in crossing]
-    iv, covers, enough = seed_interval([h for h, seed in zip(half, seeds, strict=True) if seed not in still],
-                                       "the prompts, counts and test set redrawn per seed (settled seeds only)")
+    half = sigma_half_of(sigmas, crossing)
+    sup, ref, iv, covers, enough = r3b_rule([h for h, seed in zip(half, seeds, strict=True) if seed not in still])
     stat = {"sigma_half_median": float(np.median(half)), "sigma_half_by_seed": crossing, "sigma": sigmas,
             "unsettled_seeds": sorted(still),
             "attn_min_tail": {f"s{seed}": [amin[(seed, s)] for s in sigmas] for seed in seeds},
             "test_error_tail": {f"s{seed}": [errs[(seed, s)] for s in sigmas] for seed in seeds}}
-    sup, ref = enough and iv[0] > 1.0 + R3B_MARGIN, enough and iv[1] < 1.0 - R3B_MARGIN
     und = "" if (sup or ref) else (f"only {len(seeds) - len(still)} seeds settled (runs still moving at their "
                                    f"budget): more steps decide it" if not enough else
 
@@ -97,6 +96,45 @@ def exp_token_noise(ctx: Context) -> list[ClaimResult]:
                         "full size (batch 512) put sigma_half about 0.06 apart, more than that interval, though every "
                         "run has settled; the training settings move it, which the margin of 0.05 is for, and both "
                         "sizes lie on the claim's boundary.")]
+
+
+def sigma_half_of(sigmas: list[float], crossing: list[float | None]) -> list[float]:
+    """Each seed's sigma_half: its crossing of 1/2, or the grid's end when it never falls below (censored)."""
+    return [sigmas[-1] if c is None else c for c in crossing]
+
+
+def r3b_rule(sigma_half: list[float]) -> tuple[bool, bool, list[float], str, bool]:
+    """R3b's (supported, refuted) from sigma_half of each settled seed, with the 95% interval of the median, what
+    it covers and whether enough seeds settled: supported above 1 + margin, refuted below 1 - margin."""
+    iv, covers, enough = seed_interval(sigma_half, "the prompts, counts and test set redrawn per seed (settled "
+                                       "seeds only)")
+    return enough and iv[0] > 1.0 + R3B_MARGIN, enough and iv[1] < 1.0 - R3B_MARGIN, iv, covers, enough
+
+
+def _tail_attention(sigma_cross: float) -> list[float]:
+    """A seed's min_k Attn_k (tail mean) over R3B_SIGMAS falling linearly from 0.9 to 1/2 at ``sigma_cross``."""
+    return [max(0.9 - 0.4 * s / sigma_cross, 0.05) for s in R3B_SIGMAS]
+
+
+R3B_CASES = {  # five settled seeds' tail min_k Attn_k over the full sigma grid: name -> (curves, what they are)
+    "null": ([_tail_attention(c) for c in (0.8, 0.85, 0.87, 0.9, 0.92)], "five seeds whose attention falls below "
+             "1/2 at sigma = 0.8-0.92 (as the tiny size's runs do): no longer concentrated at sigma = 1"),
+    "null_unconcentrated": ([[0.3] * len(R3B_SIGMAS)] * 5, "five seeds whose attention stays at 0.3 at every sigma, "
+                            "noise-free included (it never concentrates): sigma_half = 0"),
+    "planted": ([_tail_attention(c) for c in (1.3, 1.35, 1.4, 1.6, 1.8)], "five seeds whose attention falls "
+                "below 1/2 at sigma = 1.3-1.4 or not on the grid (two censored at 1.5): concentrated at sigma = 1"),
+}
+
+
+@controls("R3b")
+def r3b_controls() -> Controls:
+    """R3b's rule on synthetic tail attention curves of five settled seeds over the sigma grid."""
+    def read(curves: list[list[float]], how: str):
+        half = sigma_half_of(R3B_SIGMAS, [falling_crossing(R3B_SIGMAS, c, 0.5) for c in curves])
+        sup, ref, iv, _, _ = r3b_rule(half)
+        return case(sup, ref, {"sigma_half_by_seed": half, "sigma_half_interval": iv}, how)
+
+    return controls_from(R3B_CASES, read)
 
 
 def _token_noise_figure(ctx, runs, sigmas, seeds, amin) -> str:

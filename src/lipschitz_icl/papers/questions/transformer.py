@@ -6,6 +6,7 @@ import math
 
 from ... import plots
 from ...experiments.claims import ClaimResult, claim
+from ...experiments.controls import Controls, case, controls, controls_from
 from ...experiments.figures import captioned
 from ...experiments.measure import tail_mean
 from ...experiments.registry import experiment
@@ -55,13 +56,12 @@ def exp_transformer(ctx: Context) -> list[ClaimResult]:
     tr, red = runs
     heads = {m.split("@")[1]: tail_mean(tr.series(m)) for m in sorted(set(tr.metrics.metric))
              if m.startswith("attn_min@")}
-    best = max(heads, key=lambda h: heads[h] if math.isfinite(heads[h]) else -1.0)
+    best = best_head(heads)
     err_t, err_r = tail_mean(tr.series("test_error")), tail_mean(red.series("test_error"))
     stat = {"head_attn_min_tail": heads, "best_head": best, "best_head_attn_min": heads[best],
             "transformer_test_error": err_t, "reduced_test_error": err_r,
             "reduced_attn_min_tail": tail_mean(red.series("attn_min"))}
-    sup = heads[best] >= 0.9
-    ref = heads[best] < 0.5 and err_t <= 2 * err_r
+    sup, ref = r7_rule(heads[best], err_t, err_r)
     fig, axes = plots.figure(2, 1)
     cols = plots.colors(len(heads))
     for (h, _), c in zip(heads.items(), cols, strict=True):
@@ -88,3 +88,39 @@ def exp_transformer(ctx: Context) -> list[ClaimResult]:
                   undecided_because=undecided)]
 
 
+
+
+def best_head(heads: dict[str, float]) -> str:
+    """The layer and head with the largest min_k Attn_k (a non-finite value counts as -1)."""
+    return max(heads, key=lambda h: heads[h] if math.isfinite(heads[h]) else -1.0)
+
+
+def r7_rule(best_head_attn_min: float, transformer_error: float, reduced_error: float) -> tuple[bool, bool]:
+    """R7's (supported, refuted): supported if the best head's min_k Attn_k >= 0.9; refuted if it is below 1/2
+    while the transformer's test error is within 2x the reduced model's (it learned the task another way)."""
+    return best_head_attn_min >= 0.9, best_head_attn_min < 0.5 and transformer_error <= 2 * reduced_error
+
+
+def _heads(values: list[float]) -> dict[str, float]:
+    return {f"L{i // 4}H{i % 4}": v for i, v in enumerate(values)}
+
+
+R7_CASES = {  # (min_k Attn_k of each of the 8 heads, transformer error, reduced error): name -> (data, what it is)
+    "null": ((_heads([0.01, 0.12, 0.04, 0.03, 0.19, 0.14, 0.22, 0.2]), 0.05, 0.04), "every head's min_k Attn_k "
+             "0.01-0.22 (as at the tiny size) while the transformer's error is 1.25x the reduced model's: it solved "
+             "the task with another mechanism"),
+    "planted": ((_heads([0.02, 0.1, 0.05, 0.03, 0.2, 0.95, 0.3, 0.2]), 0.05, 0.04), "one second-layer head at "
+                "min_k Attn_k 0.95, the transformer's error 1.25x the reduced model's"),
+}
+
+
+@controls("R7")
+def r7_controls() -> Controls:
+    """R7's rule on synthetic per-head attention and errors of the transformer and the reduced model."""
+    def read(data: tuple[dict[str, float], float, float], how: str):
+        heads, err_t, err_r = data
+        best = best_head(heads)
+        return case(*r7_rule(heads[best], err_t, err_r), {"best_head": best, "best_head_attn_min": heads[best],
+                                                          "error_over_reduced": err_t / err_r}, how)
+
+    return controls_from(R7_CASES, read)

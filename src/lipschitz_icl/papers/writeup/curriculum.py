@@ -9,6 +9,7 @@ import torch
 from ... import plots
 from ...engines import build_engine
 from ...experiments.claims import ClaimResult, claim
+from ...experiments.controls import Controls, case, controls, controls_from
 from ...experiments.figures import captioned
 from ...experiments.measure import L_star_of
 from ...experiments.registry import experiment
@@ -97,10 +98,7 @@ def exp_curriculum(ctx: Context) -> list[ClaimResult]:
     cfg = with_overrides(cfg, [f"task.L={L:.6g}"])
     none = curriculum_descent(cfg, None, ctx.sizes.curriculum_steps, fine)
     cur = curriculum_descent(cfg, 4 * L, ctx.sizes.curriculum_steps, fine)
-    T = {(name, eps): _first_below(res["loss"], eps * res["loss"][0])
-         for name, res in (("none", none), ("curriculum", cur)) for eps in B7_EPS}
-    ratio = {eps: (T["curriculum", eps] / T["none", eps] if T["none", eps] and T["curriculum", eps] is not None
-                   else None) for eps in B7_EPS}
+    T, ratio = b7_ratios(none["loss"], cur["loss"])
     stat = {"L": L, "L_high": 4 * L, "switch_step": cur["switch"], "budget": ctx.sizes.curriculum_steps,
             **{f"T_none_eps{eps:g}": T["none", eps] for eps in B7_EPS},
             **{f"T_curriculum_eps{eps:g}": T["curriculum", eps] for eps in B7_EPS},
@@ -108,8 +106,7 @@ def exp_curriculum(ctx: Context) -> list[ClaimResult]:
             **{f"steps_saved_eps{eps:g}": (T["none", eps] - T["curriculum", eps] if ratio[eps] is not None else None)
                for eps in B7_EPS}}
     measured = all(r is not None for r in ratio.values())
-    sup = measured and all(r <= 0.8 for r in ratio.values())
-    ref = measured and ratio[fine] >= 0.95
+    sup, ref = b7_rule(ratio)
     und = "" if sup != ref else ("a run missed eps within the budget: a larger budget" if not measured else
                                  f"the ratio at eps = {fine:g} lies in (0.8, 0.95): a finer eps would decide")
     fig_path = _curriculum_figure(ctx, none, cur)
@@ -123,6 +120,59 @@ def exp_curriculum(ctx: Context) -> list[ClaimResult]:
                                  for t, (loss, a) in enumerate(zip(res["loss"], res["attn_min"], strict=True))])
     return [claim("B7", crit, stat, sup, ref, figures=[fig_path], notes=notes, undecided_because=und,
                   data=[write_data(ctx, "B7_trajectories", trajectories)])]
+
+
+def b7_ratios(none_loss: list[float], curriculum_loss: list[float]) -> tuple[dict, dict]:
+    """T(eps) of each schedule (first step with target loss <= eps x its initial value, None if never) and the
+    ratio T_curriculum / T_none at each eps of B7_EPS (None unless both are measured)."""
+    T = {(name, eps): _first_below(loss, eps * loss[0])
+         for name, loss in (("none", none_loss), ("curriculum", curriculum_loss)) for eps in B7_EPS}
+    ratio = {eps: (T["curriculum", eps] / T["none", eps] if T["none", eps] and T["curriculum", eps] is not None
+                   else None) for eps in B7_EPS}
+    return T, ratio
+
+
+def b7_rule(ratio: dict[float, float | None]) -> tuple[bool, bool]:
+    """B7's (supported, refuted): the ratio <= 0.8 at both eps; the ratio >= 0.95 at the fine eps (both measured)."""
+    measured = all(r is not None for r in ratio.values())
+    return measured and all(r <= 0.8 for r in ratio.values()), measured and ratio[B7_EPS[1]] >= 0.95
+
+
+def _b7_loss(log_drop, steps: int = 8000) -> list[float]:
+    """A synthetic target-loss curve: loss_t / loss_0 = exp(-log_drop(t))."""
+    return [float(np.exp(-log_drop(t))) for t in range(steps + 1)]
+
+
+def _none_drop(t: float) -> float:
+    """The schedule without a curriculum: -log(loss / loss_0) rises at 0.02 per step for 150 steps (the fast
+    phase), then at 0.001 per step (the slow phase)."""
+    return 0.02 * t if t <= 150 else 3.0 + 0.001 * (t - 150)
+
+
+def _fast_phase_only(t: float) -> float:
+    """The same slow phase after a fast phase 16x faster (a stage at 4 L: the step size times 16)."""
+    return 0.32 * t if t <= 150 / 16 else 3.0 + 0.001 * (t - 150 / 16)
+
+
+B7_CASES = {  # name -> (the curriculum's -log(loss / loss_0) of t, how); the schedule without one is _none_drop
+    "null": (_fast_phase_only, "the curriculum shortens the fast phase 16x and leaves the slow phase as it was: "
+             "about 140 steps saved at every eps, a vanishing share at 1e-3"),
+    "null_no_gain": (_none_drop, "the curriculum changes nothing (the same loss curve)"),
+    "planted": (lambda t: _none_drop(2 * t), "the curriculum runs the whole descent twice as fast (half the steps "
+                "at every eps)"),
+}
+
+
+@controls("B7")
+def b7_controls() -> Controls:
+    """B7's times and rule on synthetic target-loss curves with and without the curriculum."""
+    def read(curriculum_drop, how: str):
+        T, ratio = b7_ratios(_b7_loss(_none_drop), _b7_loss(curriculum_drop))
+        stat = {f"ratio_eps{eps:g}": r for eps, r in ratio.items()}
+        stat.update({f"T_{name}_eps{eps:g}": t for (name, eps), t in T.items()})
+        return case(*b7_rule(ratio), stat, how)
+
+    return controls_from(B7_CASES, read)
 
 
 def _curriculum_figure(ctx: Context, none: dict, cur: dict) -> str:

@@ -7,11 +7,13 @@ import numpy as np
 from ... import plots
 from ...analysis import analyze_run_object
 from ...experiments.claims import ClaimResult, claim
+from ...experiments.controls import Controls, case, controls, controls_from
 from ...experiments.evidence import REFINE_DRAWS, refined_conditions, refined_context, run_settings
 from ...experiments.figures import captioned
 from ...experiments.measure import L_star_of, fit_dict, safe_fit
 from ...experiments.registry import experiment
 from ...experiments.runner import Context, paper_base, rel_runs, run_group, with_budget, with_overrides
+from ...experiments.synthetic import curve_steps, n_phases_of_curve, power_law, single_rate, two_rates
 
 CLASSES = ("linear", "aniso_linear", "relu_net", "sinusoid", "rbf")
 LINEAR = ("linear", "aniso_linear")  # the linear classes (aniso_linear: a law that is not rotation-invariant)
@@ -76,12 +78,10 @@ def _measure(ctx: Context, figure: bool = True) -> dict:
     kinds = {r.config.name: r.config.task.kind for r in runs}
     lin = [phases[g.members[0]] for g in settings.groups if any(kinds[m] in LINEAR for m in g.members)]
     nonlin = [phases[g.members[0]] for g in settings.groups if any(kinds[m] not in LINEAR for m in g.members)]
-    lin_one, lin_two = np.mean([p == 1 for p in lin]), np.mean([p == 2 for p in lin])
-    non_two = np.mean([p == 2 for p in nonlin])
+    lin_one, non_two = np.mean([p == 1 for p in lin]), np.mean([p == 2 for p in nonlin])
     slope = fits["linear"].slope if fits["linear"] is not None else None
     censored = [r.config.name for r in runs if r.summary["status"] == "budget"]
-    sup = not censored and lin_one >= 0.8 and slope is not None and abs(slope) < 0.3 and non_two >= 0.8
-    ref = not censored and (lin_two >= 0.5 or (slope is not None and abs(slope) > 1))
+    sup, ref = b6_rule(lin, nonlin, slope, bool(censored))
     stat = {"per_class": table, "linear_fraction_one_phase": lin_one, "nonlinear_fraction_two_phases": non_two,
             "linear_distinct_settings": len(lin), "nonlinear_distinct_settings": len(nonlin),
             "censored_runs": censored}
@@ -89,6 +89,51 @@ def _measure(ctx: Context, figure: bool = True) -> dict:
                                    if censored else "the fractions lie between the margins: more settings")
     return {"stat": stat, "decides": (sup, ref), "undecided": und, "runs": runs, "settings": settings,
             "figure": _figure(ctx, runs, table) if figure else ""}
+
+
+def b6_rule(linear_phases: list[int], nonlinear_phases: list[int], linear_slope: float | None,
+            censored: bool) -> tuple[bool, bool]:
+    """B6's (supported, refuted) from the phases of each distinct linear and nonlinear setting and the linear
+    class's slope of T_eps against L: linear 1 phase in >= 80% with |slope| < 0.3 and nonlinear 2 phases in >= 80%;
+    linear 2 phases in >= 50% or |slope| > 1; a run stopped at its budget decides nothing."""
+    lin_one, lin_two = np.mean([p == 1 for p in linear_phases]), np.mean([p == 2 for p in linear_phases])
+    non_two = np.mean([p == 2 for p in nonlinear_phases])
+    slope = linear_slope
+    sup = not censored and lin_one >= 0.8 and slope is not None and abs(slope) < 0.3 and non_two >= 0.8
+    ref = not censored and (lin_two >= 0.5 or (slope is not None and abs(slope) > 1))
+    return bool(sup), bool(ref)
+
+
+B6_LS = (0.5, 1.0, 2.0, 4.0)  # L / L* of the protocol
+B6_STEPS = curve_steps(3000)  # a synthetic run's recorded steps: it stops where its loss would reach eps
+B6_CASES = {  # name -> ((linear curve, nonlinear curve, exponent of the linear T_eps in L), how)
+    "null": ((two_rates, two_rates, -2.0), "the linear class like the nonlinear ones: a fast rise of "
+             "-log(1 - Attn) at 0.02 per step to Attn = 0.6, then 10x slower, and T_eps falling as L^-2"),
+    "null_nonlinear_one_law": ((single_rate, lambda t: power_law(t, scale=16.0), 0.0), "nonlinear classes in one "
+                               "phase too: each a single power law 1 - Attn = (1 + t/16)^(-1/2) (one law slowing "
+                               "down from the start); linear one exponential approach, T_eps flat in L"),
+    "planted": ((single_rate, two_rates, 0.0), "linear: one exponential approach (one rate of -log(1 - Attn)), T_eps "
+                "the same at every L; nonlinear: a fast rise to Attn = 0.6, then 10x slower"),
+}
+B6_FIXED = ("at a fixed eta every class's runs over L are one trajectory in s = eta L^2 t (f = L g, the experiment's "
+            "notes), so the linear class's T_eps falls as L^-2: |slope| = 2 > 1 refutes every run this protocol "
+            "makes (slope -2.02 in tests/data/claims_tiny.json) and the planted |slope| < 0.3 cannot come out")
+
+
+@controls("B6")
+def b6_controls() -> Controls:
+    """B6's phase reading (analysis.n_phases) and rule on four synthetic linear and four nonlinear settings, with
+    the linear T_eps over the protocol's L; fixed by f = L g (T_eps as L^-2 for every class)."""
+    def read(spec: tuple, how: str):
+        linear_curve, nonlinear_curve, exponent = spec
+        lin = [n_phases_of_curve(B6_STEPS, linear_curve(B6_STEPS))] * len(B6_LS)
+        nonlin = [n_phases_of_curve(B6_STEPS, nonlinear_curve(B6_STEPS))] * len(B6_LS)
+        fit = safe_fit(list(B6_LS), [1000.0 * f**exponent for f in B6_LS])
+        slope = fit.slope if fit is not None else None
+        return case(*b6_rule(lin, nonlin, slope, False), {"linear_phases": lin, "nonlinear_phases": nonlin,
+                                                          "linear_slope_L": slope}, how)
+
+    return controls_from(B6_CASES, read, fixed=B6_FIXED)
 
 
 def _per_class(runs) -> tuple[dict, dict]:

@@ -6,6 +6,7 @@ import math
 
 from ... import plots
 from ...experiments.claims import ClaimResult, claim
+from ...experiments.controls import Controls, case, controls, controls_from
 from ...experiments.evidence import run_settings
 from ...experiments.figures import captioned
 from ...experiments.measure import L_star_of, fit_dict, safe_fit
@@ -52,7 +53,7 @@ def exp_sample_size_bound(ctx: Context) -> list[ClaimResult]:
     configs = [with_overrides(cfg, [f"task.L={f * L_star:.6g}", f"prompt.N={n}", f"name={f:g}Lstar-n{n}"])
                for f in (0.5, 2.0) for n in S.finite_M]
     runs = run_group(ctx, "finite-sample", configs, "B2 in-context examples")
-    fits, err, optimum, censored = {}, {}, {}, 0
+    err, optimum, censored = {}, {}, 0
     fig, axes = plots.figure(1, 1)
     for f, c in ((0.5, "tab:blue"), (2.0, "tab:red")):
         sel = [r for r in runs if r.config.name.startswith(f"{f:g}Lstar-")]
@@ -62,19 +63,14 @@ def exp_sample_size_bound(ctx: Context) -> list[ClaimResult]:
         censored += done.count(False)
         e = [r.summary.get("final_test_error") if ok else None for r, ok in zip(sel, done, strict=True)]
         err[f], optimum[f] = dict(zip(ns, e, strict=True)), dict(zip(ns, [o.loss for o in opt], strict=True))
-        fits[f] = safe_fit(ns, e)
         pts = [(n, v) for n, v in zip(ns, e, strict=True) if v is not None]
         if pts:
             axes[0][0].loglog(*zip(*pts, strict=True), "o-", color=c, label=f"L = {f:g} L*")
     axes[0][0].set(xlabel="n = N (in-context examples)", ylabel="unseen-function error (exact)", title="B2")
     axes[0][0].legend(fontsize=7)
     fig_path = plots.save(fig, ctx.out, "blog_B2_finite_sample")
-    n_max = max(S.finite_M)
-    ratio = (err[2.0][n_max] / err[0.5][n_max] if err[2.0][n_max] and err[0.5][n_max] else math.nan)
-    enough = all(fits[f] is not None and fits[f].n >= 3 for f in (0.5, 2.0)) and math.isfinite(ratio)
-    slopes = [fits[f].slope if fits[f] is not None else math.nan for f in (0.5, 2.0)]
-    sup = enough and all(-1.5 <= s <= -0.5 for s in slopes) and ratio < 4
-    ref = enough and (any(not (-2 <= s <= -0.25) for s in slopes) or ratio >= 16)
+    fits, slopes, ratio, enough = b2_reading(err, max(S.finite_M))
+    sup, ref = b2_rule(slopes, ratio, enough)
     stat = {**fit_dict(fits[0.5], "flat_n"), **fit_dict(fits[2.0], "sharp_n"), "error_ratio_sharp_over_flat": ratio,
             "tau": B2_TAU, "error": {f"{f:g}Lstar": v for f, v in err.items()},
             "optimum_loss": {f"{f:g}Lstar": v for f, v in optimum.items()}}
@@ -84,3 +80,44 @@ def exp_sample_size_bound(ctx: Context) -> list[ClaimResult]:
                   settings=run_settings(runs, by="loss"), undecided_because=why)]
 
 
+def b2_reading(err: dict[float, dict[int, float | None]], n_max: int) -> tuple[dict, list[float], float, bool]:
+    """B2's statistic from the uncensored errors {L / L*: {n: error or None}} of L*/2 (0.5) and 2 L* (2.0):
+    (the log-log fits against n, their slopes, error(2 L*) / error(L*/2) at ``n_max``, whether it can decide)."""
+    fits = {f: safe_fit(list(err[f]), list(err[f].values())) for f in (0.5, 2.0)}
+    ratio = (err[2.0][n_max] / err[0.5][n_max] if err[2.0][n_max] and err[0.5][n_max] else math.nan)
+    enough = all(fits[f] is not None and fits[f].n >= 3 for f in (0.5, 2.0)) and math.isfinite(ratio)
+    slopes = [fits[f].slope if fits[f] is not None else math.nan for f in (0.5, 2.0)]
+    return fits, slopes, ratio, enough
+
+
+def b2_rule(slopes: list[float], ratio: float, enough: bool) -> tuple[bool, bool]:
+    """B2's (supported, refuted): both n-slopes in [-1.5, -0.5] and the ratio < 4; a slope outside [-2, -0.25]
+    or the ratio >= 16 (only with >= 3 uncensored n per L and a ratio)."""
+    sup = enough and all(-1.5 <= s <= -0.5 for s in slopes) and ratio < 4
+    ref = enough and (any(not (-2 <= s <= -0.25) for s in slopes) or ratio >= 16)
+    return sup, ref
+
+
+B2_NS = (16, 32, 64, 128, 256, 1024)  # the full size's n of the controls' curves
+B2_CASES = {  # error against n: name -> ({L / L*: error of n}, what it is)
+    "null": ({0.5: lambda n: 0.05, 2.0: lambda n: 0.08}, "errors that do not fall with n (a floor at 0.05 and "
+             "0.08): the in-context examples do not help"),
+    "null_rival_rate": ({0.5: lambda n: 0.4 / n**0.55, 2.0: lambda n: 0.8 / n**0.55}, "errors falling as "
+                        "n^-0.55, next to the rival rate sqrt(d/n) and far above O(d/n) at large n"),
+    "null_L2": ({0.5: lambda n: 2 / n, 2.0: lambda n: 32 / n}, "errors 2/n and 32/n: the sharp regime's 16x = "
+                "(L_sharp / L_flat)^2 larger, the L^2 d/n the claim puts below the threshold only"),
+    "planted": ({0.5: lambda n: 4 / n, 2.0: lambda n: 3 / n}, "errors 4/n below and 3/n above the threshold: "
+                "O(d/n), no worse above it"),
+}
+
+
+@controls("B2")
+def b2_controls() -> Controls:
+    """B2's reading and rule on synthetic errors against n at L*/2 and 2 L*, every run reaching its optimum."""
+    def read(error_of_n: dict, how: str):
+        err = {f: {n: float(e(n)) for n in B2_NS} for f, e in error_of_n.items()}
+        _, slopes, ratio, enough = b2_reading(err, max(B2_NS))
+        return case(*b2_rule(slopes, ratio, enough), {"flat_n_slope": slopes[0], "sharp_n_slope": slopes[1],
+                                                      "error_ratio_sharp_over_flat": ratio}, how)
+
+    return controls_from(B2_CASES, read)
