@@ -2,22 +2,82 @@
 
 from __future__ import annotations
 
+import ast
+import importlib
+from pathlib import Path
+
+import click
 import torch
 import typer
 
 from .. import __version__
 from ..errors import UserInputError
 from ..threads import thread_setting
-from .analyze import analyze_command
-from .bench import bench_command
 from .common import OneLineUsageErrors, err, esc, widen_when_piped
-from .diff import diff_command
-from .evaluate import evaluate_command
-from .report import report_command
-from .reproduce import reproduce_command
-from .run import run_command
-from .sweep import sweep_app
-from .theory import theory_command
+
+# command -> (module of this package, the function or typer app it holds). A command's module (and what it
+# imports: the papers, scipy, matplotlib, pandas) is imported only when that command runs or shows its own
+# --help, so `lipschitz-icl --help` and a plain `run` do not pay for the others' imports.
+COMMANDS = {"run": ("run", "run_command"), "theory": ("theory", "theory_command"),
+            "analyze": ("analyze", "analyze_command"), "diff": ("diff", "diff_command"),
+            "reproduce": ("reproduce", "reproduce_command"), "report": ("report", "report_command"),
+            "evaluate": ("evaluate", "evaluate_command"), "bench": ("bench", "bench_command"),
+            "sweep": ("sweep", "sweep_app")}
+
+
+def _first_sentence(text: str) -> str:
+    """The first sentence of a docstring or help text on one line, for the command list of --help (rich keeps
+    a docstring's own line breaks, which broke that list mid-sentence)."""
+    first = " ".join((text or "").strip().split("\n\n")[0].split())
+    return first.split(". ")[0].rstrip(".") + "."
+
+
+def _summary(name: str) -> str:
+    """A command's one-line help, read from its module's source without importing it: the docstring of its
+    function, or the ``help=`` of its typer app."""
+    module, attr = COMMANDS[name]
+    tree = ast.parse((Path(__file__).parent / f"{module}.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == attr:
+            return _first_sentence(ast.get_docstring(node) or "")
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == attr for t in node.targets):
+            helps = [k.value for k in getattr(node.value, "keywords", []) if k.arg == "help"]
+            return _first_sentence(helps[0].value if helps and isinstance(helps[0], ast.Constant) else "")
+    return ""
+
+
+def _load(name: str) -> click.Command:
+    """The click command of ``name``, built from its module (imported now)."""
+    module, attr = COMMANDS[name]
+    obj = getattr(importlib.import_module(f".{module}", __package__), attr)
+    if isinstance(obj, typer.Typer):
+        command = typer.main.get_group(obj)
+    else:
+        single = typer.Typer(add_completion=False)
+        single.command(name, short_help=_summary(name))(obj)
+        command = typer.main.get_command(single)
+    command.name = name
+    return command
+
+
+class LazyCommands(OneLineUsageErrors):
+    """The root group: the command list of --help from each command's source, a command loaded when used."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        """A stand-in with the command's one-line help, for the command list (``resolve_command`` runs the real
+        one)."""
+        return click.Command(name, short_help=_summary(name), help=_summary(name)) if name in COMMANDS else None
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None,
+                                                                             list[str]]:
+        name = click.utils.make_str(args[0])
+        if name in COMMANDS:
+            return name, _load(name), args[1:]
+        return super().resolve_command(ctx, args)
+
 
 app = typer.Typer(
     name="lipschitz-icl",
@@ -25,7 +85,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    cls=OneLineUsageErrors,
+    cls=LazyCommands,
 )
 
 
@@ -48,18 +108,6 @@ def _root(
     widen_when_piped()
 
 
-def _summary(command) -> str:
-    """The first sentence of a command's docstring on one line, for the command list of --help (rich
-    keeps a docstring's own line breaks, which broke that list mid-sentence)."""
-    first = " ".join((command.__doc__ or "").strip().split("\n\n")[0].split())
-    return first.split(". ")[0].rstrip(".") + "."
-
-
-for _name, _command in (("run", run_command), ("theory", theory_command), ("analyze", analyze_command),
-                        ("diff", diff_command), ("reproduce", reproduce_command), ("report", report_command),
-                        ("evaluate", evaluate_command), ("bench", bench_command)):
-    app.command(_name, short_help=_summary(_command))(_command)
-app.add_typer(sweep_app, name="sweep")
 
 
 def main() -> None:

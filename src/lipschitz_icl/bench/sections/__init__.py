@@ -6,6 +6,7 @@ from . import (  # noqa: F401  (registration)
     memory,
     reproduce,
     scaling,
+    startup,
     step_floor,
     step_time,
     sweep_batched,
