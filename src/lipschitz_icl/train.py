@@ -17,6 +17,7 @@ import torch
 from .config import Config
 from .engines.base import Engine
 from .interrupts import interrupt_latch
+from .optim import make_optimizer
 from .recorder import Recorder
 from .stopping import RunState, TrainOutcome, finite_or_none, target_loss
 from .train_batch import train_batched
@@ -24,13 +25,6 @@ from .train_batch import train_batched
 __all__ = ["ProgressFn", "TrainOutcome", "interrupted_outcome", "make_optimizer", "target_loss", "train"]
 
 ProgressFn = Callable[[int, float, float], None]  # (step, loss, min_k Attn_k)
-
-
-def make_optimizer(cfg: Config, params: list[torch.Tensor]) -> torch.optim.Optimizer:
-    """Adam, or plain steps of size eta (gd and sgd; they differ in the engine's draws)."""
-    if cfg.train.optimizer == "adam":
-        return torch.optim.Adam(params, lr=cfg.train.lr)
-    return torch.optim.SGD(params, lr=cfg.train.lr)
 
 
 def _grad_norm(params: list[torch.Tensor]) -> float:
@@ -66,7 +60,7 @@ def train(
 def _optimise(cfg: Config, engine: Engine, recorder: Recorder, progress: ProgressFn | None, state: RunState,
               check_interrupt: Callable[[], None]) -> None:
     """The optimizer loop: evaluate, apply the stopping rules, record at log steps, step."""
-    opt = make_optimizer(cfg, engine.parameters())
+    opt = make_optimizer(cfg.train.optimizer, engine.parameters(), cfg.train.lr)
     for step in range(cfg.train.steps + 1):
         check_interrupt()  # a Ctrl-C that some library swallowed is raised here
         state.steps = step

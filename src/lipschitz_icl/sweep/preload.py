@@ -1,7 +1,6 @@
 """Imported once by the embedded cluster's fork server, so that every worker forked from it starts
-warm: torch, the package, and ``torch._dynamo``, which the first ``torch.optim`` optimizer of a
-process imports lazily (about 2 s). Importing this module has no other effect."""
-
-import torch._dynamo  # noqa: F401
+warm: torch and the package (the runs' optimizers are the package's own, ``optim.py``, so no worker
+imports ``torch._dynamo``, which any ``torch.optim`` optimizer would). Importing this module has no
+other effect."""
 
 from . import worker  # noqa: F401

@@ -23,6 +23,7 @@ from ...experiments.runner import (
     write_data,
 )
 from ...models import ReducedAttention
+from ...optim import PlainAdam
 from ...tasks import make_task
 
 STATEMENTS = {  # the claims this file tests, word for word as the report and docs/CLAIMS.md give them
@@ -62,7 +63,7 @@ def train_continuous(L: float, *, tau: float, d: int, N: int, steps: int, batch:
     task = make_task(kind, L, d)
     gen = make_generator(seed, f"continuous:L{L:g}")
     model = ReducedAttention(d)  # Q^(0) = 0
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    opt = PlainAdam(model.parameters(), lr)  # torch.optim.Adam's numbers
     for _ in range(steps):
         x_ctx, y_ctx, x_q, target = _prompts(task, batch, N, d, tau, gen)
         loss = 0.5 * (model(x_ctx, y_ctx, x_q)[0] - target).square().mean()

@@ -18,6 +18,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from ...optim import PlainAdam
+
 WIDTH, HEADS, HEAD_DIM = 128, 4, 32
 N_POS, N_NEG = 5, 10
 
@@ -102,7 +104,7 @@ def train_blog(L: float, seed: int, steps: int = 500, lr: float = 1e-3) -> BlogR
     model = BlogAttention(gen)
     x = make_prompt(L, gen)
     target = x.norm(dim=1)  # every token's target is its Euclidean norm
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    opt = PlainAdam(model.parameters(), lr)  # torch.optim.Adam's numbers
     attn_hist, loss_hist = [], []
     for _ in range(steps):
         out, attn = model(x)
