@@ -9,7 +9,8 @@
 
 Delta, delta, L*, the regime and T_f need a finite feature set: with continuous inputs
 (features.kind sphere, gaussian_inputs) they are None and ``theory_undefined`` says why; eta_max,
-from the sampled engine's objective, is still defined.
+from the sampled engine's objective, is still defined. A degenerate class (delta = 0, e.g. task.kind=sign_split
+on orthonormal features) has L* = inf, no regime and no T_f, and ``theory_undefined`` says so.
 """
 
 from __future__ import annotations
@@ -32,6 +33,11 @@ from .tasks import KernelEstimate
 # why Delta, delta, L* and the regime are null for continuous inputs (summary and theory field ``theory_undefined``)
 CONTINUOUS_THEORY = ("Delta, delta, L* and the regime need a finite feature set; features.kind={kind} draws "
                      "tokens from a continuous distribution")
+# why L* is infinite and the regime and T_f undefined for a degenerate class (task.kind=sign_split on orthonormal
+# features, say): the theory's guarantee assumes delta > 0
+DEGENERATE_THEORY = ("delta = 0: two features get the same value from every function of task.kind={kind} "
+                     "(E_f[(f(v_k) - f(v_n))^2] = 0), so L* = 1/(Delta delta) is infinite, the regime and T_f are "
+                     "undefined, and the paper's guarantee (Attn_k -> 1) does not apply")
 
 
 @dataclass(frozen=True)
@@ -42,7 +48,7 @@ class Theory:
     L: float
     L_star: float | None  # L*
     regime: str | None
-    undefined: str | None = None  # why the quantities above are None
+    undefined: str | None = None  # why the quantities above are None (continuous inputs), or the regime (delta = 0)
 
     def as_dict(self) -> dict:
         out = {f.name: getattr(self, f.name) for f in fields(self)}  # numbers and text: no deep copy (asdict's)
@@ -101,7 +107,9 @@ def theory_of(problem: Problem) -> Theory:
         return Theory(None, None, None, problem.L, None, None, CONTINUOUS_THEORY.format(kind=cfg.features.kind))
     Delta = problem.features.delta_sep
     delta, se = nondegeneracy(problem.kernel, problem.features.V, problem.L)
-    L_star = threshold(Delta, delta, cfg.theory.c)
+    L_star = threshold(Delta, delta, cfg.theory.c)  # infinite when delta = 0: no division
+    if delta == 0:  # a degenerate class: the theory has no threshold and no regime to report
+        return Theory(Delta, delta, se, problem.L, L_star, None, DEGENERATE_THEORY.format(kind=cfg.task.kind))
     return Theory(Delta, delta, se, problem.L, L_star, regime(problem.L, L_star, cfg.theory.band))
 
 

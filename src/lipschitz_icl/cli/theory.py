@@ -21,7 +21,7 @@ def _g(v: float | None) -> str:
 
 
 def theory_table(rep: dict, title: str) -> Table:
-    why = rep.get("theory_undefined")  # continuous inputs: the line that says why Delta, delta, L* are undefined
+    why = rep.get("theory_undefined")  # continuous inputs, or delta = 0: the line that says what is undefined
     table = Table(title=title, show_header=False, caption=esc(why) if why else None)
     se = "" if rep["delta_se"] is None else f" ± {_g(rep['delta_se'])}" if rep["delta_se"] > 0 else " (exact)"
     lam = _g(rep["lambda_max"]) + ("" if rep["lambda_converged"] else " (not converged)")

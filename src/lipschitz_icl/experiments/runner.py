@@ -259,7 +259,7 @@ def budget_steps(cfg: Config, eps_rel: float, cap: int, margin: float = BUDGET_M
     ref = base_config([f"engine.draws={cfg.engine.draws}"])
     ratio = flat_scale_of(cfg, eps_rel) / flat_scale_of(ref, eps_rel)
     steps = margin * rescaled_time_to(eps_rel) / QUICKSTART_ETA_L2 * ratio
-    return int(min(cap, max(1, math.ceil(steps))))
+    return int(max(1, math.ceil(min(cap, steps))))  # a degenerate class (delta = 0) has T_f = inf: the cap
 
 
 def with_budget(cfg: Config, eps_rel: float, cap: int, margin: float = BUDGET_MARGIN) -> Config:

@@ -71,6 +71,12 @@ DECIDING: dict[str, tuple[tuple[str, str], ...]] = {
            ("unresolved_medians", "medians below 10 steps: any decides nothing")),
     "P8": (("fraction_passing", "settings passing, censored runs failing: supports >= 0.8"),
            ("fraction_passing_if_censored_pass", "settings passing, censored runs passing: refutes <= 0.4")),
+    "P9": (("interval:min_attn_degenerate", "95 % interval of the median final min_k Attn_k of the degenerate class "
+                                            "over settled seeds: supports at or below 0.75, refutes at or above 0.9"),
+           ("interval:min_attn_control", "the same for the linear control: at or above 0.9 (it concentrates), else "
+                                         "nothing is decided"),
+           ("unsettled_runs", "runs whose 1 - min_k Attn_k still moved at their end: left out (5 settled seeds per "
+                              "class needed)")),
     "H1": (("n_phases", "supports 2 phases with the final loss <= eps; refutes 1 phase or no convergence"),
            ("final_loss", "against eps"), ("status", "converged or not")),
     "H2": (("converged_step_by_feature", "supports the dominant feature 0 converging first; refutes a rare one "
