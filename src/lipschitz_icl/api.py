@@ -7,7 +7,8 @@
     >>> li.load_run(run.dir).attention()  # step x k table of Attn_k, read back
 
 Threads: ``LIPSCHITZ_ICL_THREADS`` torch threads (default 1), as on the command line;
-``threads=N`` overrides (``threads.py``).
+``threads=N`` overrides (``threads.py``). ``tracker="tensorboard"`` (``--tracker``) also writes the metrics, as
+they are recorded, as TensorBoard event files into the run directory (``tracking.py``).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from .store import (
 )
 from .theory import Theory, theory_of
 from .threads import configured_threads, torch_threads
+from .tracking import Tracker, check_tracker, open_tracker
 from .train import ProgressFn, TrainOutcome, interrupted_outcome, train
 
 log = logging.getLogger("lipschitz_icl")
@@ -173,20 +175,39 @@ def run(
     force: bool = False,
     progress: ProgressFn | None = None,
     threads: int | None = None,
+    tracker: str | Tracker | None = None,
 ) -> Run:
     """Train once. ``config`` is a Config, a YAML path, a mapping, or None for the defaults.
 
     Writes ``out`` (default ``runs/<name>/``; nothing with ``write=False``) and logs where, on the
     ``lipschitz_icl`` logger; ``run.dir`` holds it. ``threads`` torch threads (default: the
-    ``LIPSCHITZ_ICL_THREADS`` policy of ``threads.py``, 1 unless set)."""
+    ``LIPSCHITZ_ICL_THREADS`` policy of ``threads.py``, 1 unless set). ``tracker``: a tracker's name
+    (``"tensorboard"``: event files in the run directory, written as the metrics are recorded; needs ``write``),
+    or any ``tracking.Tracker`` object, sent every record's values and left open (the caller closes it)."""
+    _check_tracker_use(tracker, write)
     with torch_threads(threads if threads is not None else configured_threads()):
-        result = _run(_as_config(config, overrides), out, write, force, progress)
+        result = _run(_as_config(config, overrides), out, write, force, progress, tracker)
     if result.dir is not None:
         log.info("wrote run %s (status %s)", result.dir, result.summary.get("status"))
     return result
 
 
-def _run(cfg: Config, out: str | Path | None, write: bool, force: bool, progress: ProgressFn | None) -> Run:
+def _check_tracker_use(tracker: str | Tracker | None, write: bool) -> None:
+    """A tracker name must be registered and installed, and needs a run directory; an object must be a Tracker."""
+    if tracker is None:
+        return
+    if isinstance(tracker, str):
+        check_tracker(tracker)
+        if not write:
+            raise UserInputError(f"tracker={tracker!r} writes into the run directory: it needs write=True (or pass "
+                                 "a tracking.Tracker object)")
+    elif not isinstance(tracker, Tracker):
+        raise UserInputError(f"tracker: expected a tracker name or an object with add_scalars(step, values) and "
+                             f"close() (got {type(tracker).__name__})")
+
+
+def _run(cfg: Config, out: str | Path | None, write: bool, force: bool, progress: ProgressFn | None,
+         tracker: str | Tracker | None = None) -> Run:
     problem, engine, theory = prepare(cfg)
     run_dir, existed = None, False
     if write:
@@ -194,20 +215,29 @@ def _run(cfg: Config, out: str | Path | None, write: bool, force: bool, progress
         run_dir = prepare_run_dir(out, default_run_name(cfg), force=force)
     summary: dict[str, Any] = {"status": "running", "config_hash": cfg.config_hash(), "seed": cfg.seed}
     recorder = Recorder(problem.features.K, engine.score_metrics())
+    opened: Tracker | None = None  # the tracker this run opens by name (closed when its files are written)
     try:
         if run_dir is not None:
             try:
                 with deferred_signals():
                     atomic_write_text(run_dir / CONFIG_FILE, cfg.to_yaml())
                     atomic_write_json(run_dir / SUMMARY_FILE, summary)
+                    if isinstance(tracker, str):
+                        opened = open_tracker(tracker, run_dir, cfg.to_yaml())
             except OSError:
                 _remove_started(run_dir, existed)
                 raise
+        recorder.tracker = opened if isinstance(tracker, str) else tracker  # None, or sent every record
         outcome = train(cfg, engine, recorder, progress)
     except KeyboardInterrupt:  # before training started, or as it returned: keep what was recorded
         outcome = interrupted_outcome(recorder)
     with deferred_signals():  # a further Ctrl-C waits until the run's files are written
-        return _finish(cfg, problem, theory, recorder, outcome, run_dir, engine)
+        try:
+            return _finish(cfg, problem, theory, recorder, outcome, run_dir, engine)
+        finally:
+            recorder.tracker = None  # a caller's Tracker object stays open; the one opened here is closed
+            if opened is not None:
+                opened.close()
 
 
 def _finish(cfg: Config, problem, theory, recorder: Recorder, outcome, run_dir: Path | None, engine) -> Run:

@@ -14,6 +14,10 @@ With ``eval.geometry``, models with a merged key-query matrix add the scalars of
 n_eff, attn_distance): passed as extras (sampled engine) or derived from the recorded scores when
 the table is made (``derive``: the kernel engine). With continuous inputs (K = 0) there is no
 feature to aggregate the attention by: no attn_* rows, and no A, B.
+
+A recorder with a ``tracker`` (``tracking.Tracker``; None by default) sends it each record's rows as they are
+recorded (``tracking.step_values``): ``record`` does, and the batched trainer, which hands its records over only
+when a run ends, calls ``send`` at each record.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import torch
+
+from .tracking import Tracker, step_values
 
 # (steps, scalars, extra names, attn, scores or None, heads or None): see Recorder._blocks
 Block = tuple[np.ndarray, np.ndarray, tuple[str, ...], np.ndarray, Any, Any]
@@ -45,9 +51,11 @@ class Recorder:
     """Collects the engine state at log steps; the tidy table is assembled once, vectorised, by
     ``table()`` (recording costs a copy of two K x K arrays, whatever the number of steps)."""
 
-    def __init__(self, K: int, derive: Callable[[np.ndarray], dict[str, np.ndarray]] | None = None) -> None:
+    def __init__(self, K: int, derive: Callable[[np.ndarray], dict[str, np.ndarray]] | None = None,
+                 tracker: Tracker | None = None) -> None:
         self.K = K
         self.derive = derive  # scores (T, K, K) -> extra scalar metrics per record, name -> (T,)
+        self.tracker = tracker  # sent each record's rows as recorded (None: nothing is sent)
         eye = np.eye(K, dtype=bool)
         kk, nn = np.meshgrid(np.arange(K), np.arange(K), indexing="ij")
         self._off_k, self._off_n = kk[~eye], nn[~eye]
@@ -73,6 +81,28 @@ class Recorder:
             np.array([step], dtype=np.int64), np.array([[float(loss), *(float(v) for v in extra.values())]]),
             tuple(extra), _as_array(attn)[None], None if scores is None else _as_array(scores)[None],
             None if heads is None else _as_array(heads)[None]))
+        if self.tracker is not None:
+            self._send(self._blocks[-1])
+
+    def send(self, step: int, scalars: np.ndarray, names: tuple[str, ...], attn: np.ndarray,
+             scores: np.ndarray | None) -> None:
+        """Send the tracker one record (scalars (C,) [loss, *extras named ``names``], attn and scores (K, K)) without
+        keeping it: the batched trainer's records reach the recorder as one block when the run ends."""
+        if self.tracker is not None:
+            self._send((np.array([step], dtype=np.int64), np.asarray(scalars, dtype=np.float64)[None], names,
+                        np.asarray(attn, dtype=np.float64)[None],
+                        None if scores is None else np.asarray(scores, dtype=np.float64)[None], None))
+
+    def _send(self, block: Block) -> None:
+        """The tracker gets the rows of one record; a tracker that fails is dropped with a warning (monitoring is
+        optional: the run and its files go on)."""
+        try:
+            for step, values in step_values(self._segment([block])):
+                self.tracker.add_scalars(step, values)
+        except Exception as e:  # noqa: BLE001 - a full disk, a closed writer: never the run's failure
+            warnings.warn(f"tracker {type(self.tracker).__name__} stopped: {type(e).__name__}: {e} (the run goes "
+                          "on; its metrics are in metrics.parquet)", RuntimeWarning, stacklevel=2)
+            self.tracker = None
 
     def record_block(self, steps: np.ndarray, scalars: np.ndarray, names: tuple[str, ...], attn: np.ndarray,
                      scores: np.ndarray | None) -> None:

@@ -28,6 +28,7 @@ from .interrupts import deferred_signals
 from .papers import load_plugins
 from .report import Comparison, software_meta, write_report
 from .store import atomic_write_json
+from .tracking import check_tracker
 
 MANIFEST_FILE = "reproduce.json"  # the options an output directory was made with, and its sessions
 MAX_SEED = 2**31 - 1  # experiments add small offsets to the seed; every config seed stays far inside int64
@@ -228,6 +229,7 @@ def reproduce(
     compare: Comparison | None = None,
     fused: bool | None = None,
     plugins: list[str] | None = None,
+    tracker: str | None = None,
 ) -> tuple[list[ClaimResult], dict]:
     """Run suites (``available_suites()``, or ``all``) or the experiments that claims need (claim ids,
     e.g. ``["P4", "B3"]``), and write the report into ``out``.
@@ -239,9 +241,12 @@ def reproduce(
     installed, ``fused_available()``) trains the kernel-engine runs that allow it with the compiled
     step (``engine.fused``), within 1e-12 relative of the unfused step and about 3x faster per run.
     ``plugins`` names modules (a user's paper packages) to import first, so that their papers, claims and
-    suites can be named in ``suite``."""
+    suites can be named in ``suite``. ``tracker`` (``"tensorboard"``) also writes each run's metrics as TensorBoard
+    event files into its directory under ``out/runs/`` as the run is written (``tracking.write_events``)."""
     load_plugins(list(plugins or []))
     check_seed(seed)
+    if tracker is not None:
+        check_tracker(tracker)
     fused = resolve_fused(fused)
     names, experiments = resolve_targets([suite] if isinstance(suite, str) else list(suite))
     suite = " ".join(names)
@@ -251,7 +256,8 @@ def reproduce(
     session = {"start": _now(), "command": command or _command_of(suite, quick, seed, fused, out, plugins),
                "status": "running"}
     atomic_write_json(out / MANIFEST_FILE, {**options, "sessions": [*sessions, session]})
-    ctx = Context(out=out, quick=quick, seed=seed, workers=workers, progress=progress, fused=fused, resume=resume)
+    ctx = Context(out=out, quick=quick, seed=seed, workers=workers, progress=progress, fused=fused, resume=resume,
+                  tracker=tracker)
     start = time.perf_counter()
     stopped: ExperimentsInterrupted | None = None
     try:

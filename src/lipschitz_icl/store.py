@@ -34,6 +34,7 @@ ANALYSIS_FILE = "analysis.json"  # written by ``analyze``
 # every file a run directory gets from run, analyze and evaluate: what ``--force`` removes first
 RUN_OUTPUT_FILES = (SUMMARY_FILE, METRICS_FILE, PARAMS_FILE, CONFIG_FILE, ANALYSIS_FILE,
                     "evaluation.parquet", "evaluation.csv", "evaluation.png")
+EVENT_FILES = "events.out.tfevents.*"  # TensorBoard's event files (``--tracker tensorboard``): --force removes them
 
 
 TMP_SUFFIX = ".tmp"  # temporary files are ``.<name>.<random>.tmp`` beside their target
@@ -297,12 +298,12 @@ def claim_new_dir(base: Path, tries: int = 10_000) -> Path:
 
 def clear_run_files(run_dir: Path) -> None:
     """Remove a previous run's files (summary.json first, so a half-cleared folder is never
-    taken for a run) and stray temporary files; other files are left alone."""
+    taken for a run), its TensorBoard event files and stray temporary files; other files are left alone."""
     try:
         for name in RUN_OUTPUT_FILES:
             (run_dir / name).unlink(missing_ok=True)
-        for tmp in run_dir.glob(f".*{TMP_SUFFIX}"):
-            tmp.unlink(missing_ok=True)
+        for stale in [*run_dir.glob(f".*{TMP_SUFFIX}"), *run_dir.glob(EVENT_FILES)]:
+            stale.unlink(missing_ok=True)
     except OSError as e:
         raise UserInputError(f"out={run_dir}: cannot remove the previous run's files ({e.strerror})",
                              cli=f"--out {run_dir}: cannot remove the previous run's files ({e.strerror})") from None

@@ -11,7 +11,7 @@ so a run gets the same numbers alone and in a batch.
 
 Per step the host reads one small tensor (the R losses, min_k Attn_k and Attn_k); the
 rest stays on the device. Metrics are held in ``batch_records.BatchRecords`` and go to each run's
-Recorder, as one block, when the run ends.
+Recorder, as one block, when the run ends; a Recorder with a tracker is also sent each record as it is made.
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ class _BatchLoop:
         self.last_step = max(c.train.steps for c in cfgs)
         self.records = BatchRecords(len(cfgs), batch.M.shape[-1], self.last_step + 1)
         self.rows = np.arange(len(cfgs))
+        self.tracked = any(r.tracker is not None for r in recorders)  # some run is watched live (--tracker)
         self.step = 0
         self.start = time.perf_counter()
 
@@ -144,6 +145,9 @@ class _BatchLoop:
         self.states.set_test_errors(runs, names, scal[:-1])
         scalars = np.concatenate([losses[record, None], scal.T], axis=1)  # (r, C): loss, tests, grad_norm
         self.records.add(runs, self.step, scalars, (*names, "grad_norm"), attn, scores)
+        if self.tracked:
+            for j, i in enumerate(runs.tolist()):
+                self.recorders[i].send(self.step, scalars[j], (*names, "grad_norm"), attn[j], scores[j])
         if self.on_record is not None:
             for j, i in zip(record.tolist(), runs.tolist(), strict=True):
                 self.on_record(i, self.step, float(losses[j]), float(mins[j]))

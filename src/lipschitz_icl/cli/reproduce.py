@@ -32,6 +32,7 @@ from ..reproduce import (
     resolve_targets,
 )
 from ..store import claim_new_dir
+from ..tracking import check_tracker
 from .common import check_out_path, err, esc, fail, forced_progress, sigterm_as_interrupt, user_errors
 from .common import out as console
 from .reproduce_progress import ReproduceProgress, reproduce_bar
@@ -110,6 +111,8 @@ def reproduce_command(
                                help="Train the kernel-engine runs with the compiled step (engine.fused; within "
                                     "1e-12 relative; reproduce all --quick ~1.4x faster). Default: fused where "
                                     "numba is installed."),
+    tracker: str = typer.Option(None, "--tracker", help="Also write each run's metrics as tensorboard event files "
+                                "into its directory under OUT/runs/, as the run is written."),
 ) -> None:
     """Test the claims of the paper, its predecessor, Collins et al. and the write-up (docs/CLAIMS.md).
 
@@ -131,6 +134,8 @@ def reproduce_command(
             return
         check_out_path(out_dir, "--out")
         check_seed(seed, "--seed")
+        if tracker is not None:
+            check_tracker(tracker)  # before anything is written or cleared
         names, experiments = resolve_targets([*(targets or []), *(paper or [])] or ["all"])
         suite = " ".join(names)
         compare = _check_files(update_readme, compare_with)
@@ -142,7 +147,7 @@ def reproduce_command(
         cmd = _command_line(suite, quick, out, seed, workers, fused_flag, plugin_list)
         claims, meta = _run_with_progress(names, experiments, out, quick=quick, seed=seed, workers=workers,
                                           command=cmd, resume=resuming, compare=compare, fused=fused,
-                                          plugins=plugin_list)
+                                          plugins=plugin_list, tracker=tracker)
     _finish(claims, meta, out, update_readme)
 
 

@@ -51,6 +51,8 @@ def run_command(
     force: bool = typer.Option(False, "--force", help="Write into --out even if it holds files."),
     print_config: bool = typer.Option(False, "--print-config", help="Print the resolved config and exit: YAML "
                                       "with each key's meaning and allowed values as comments (it loads back)."),
+    tracker: str = typer.Option(None, "--tracker", help="Also write the metrics as they are recorded, for a live "
+                                "view: tensorboard (event files in the run directory; `tensorboard --logdir runs`)."),
 ) -> None:
     """Train the one-layer softmax-attention model once and record its attention dynamics.
 
@@ -77,7 +79,7 @@ def run_command(
                 bar.update(task, completed=step, info=f"loss {loss:.3e}{attn}  {left}")
 
             try:
-                result = run_api(cfg, out=out_dir, force=force, progress=progress)
+                result = run_api(cfg, out=out_dir, force=force, progress=progress, tracker=tracker)
             except OSError as e:
                 fail(f"cannot write the run: {e}", 1)
             except KeyboardInterrupt:

@@ -25,6 +25,7 @@ from ..store import SUMMARY_FILE, atomic_write_text, read_summary
 from ..sweep import load_runs, run_configs
 from ..theory import flat_time_scale, theory_of
 from ..threads import single_threaded_torch
+from ..tracking import write_events
 from .sizes import Sizes, sizes
 
 ProgressHook = Callable[[str, int, int], None]  # (label, done, total)
@@ -42,6 +43,7 @@ class Context:
     fused: bool = False  # kernel-engine runs that allow it take the compiled step (engine.fused; numba)
     resume: bool = False  # reuse the finished runs already in out/runs (same config hash, same version)
     exact_counts: bool = False  # base configs take engine.counts=exact (a refinement: no count draws)
+    tracker: str | None = None  # --tracker: each run written under out/runs gets its event files (tracking.py)
     reused_runs: int = 0  # runs reused so far (resume), for the log
     trained_runs: int = 0  # runs trained and written so far
 
@@ -101,6 +103,8 @@ def run_group(ctx: Context, group: str, configs: list[Config], label: str | None
         i = todo[j]
         results[i] = run
         write_run(run, group_dir / names[i])
+        if ctx.tracker is not None:  # the run's metrics reach this process when it ends: written then
+            write_events(ctx.tracker, run.dir, run.config.to_yaml(), run.table())
         ctx.trained_runs += run.summary.get("status") != "interrupted"
         ctx.tick(label, sum(r is not None for r in results), total)
 
