@@ -18,9 +18,10 @@ from typer.core import TyperGroup
 
 from ..errors import UserInputError
 from ..store import atomic_write_bytes, atomic_write_text
-from ..sweep import is_running, load_index, load_sweep, run_sweep
+from ..sweep import ClusterPlan, Sweep, is_running, load_index, load_sweep, run_sweep
 from ..sweep.dask_backend import SchedulerLost
 from ..sweep.execute import warm_workers
+from ..sweep.jobqueue import DEFAULT_WALLTIME, MEMORY_PER_WORKER_GB, checked_plan
 from .common import err, fail, one_line, out, progress_bar, sigterm_as_interrupt, user_errors
 
 
@@ -40,6 +41,21 @@ sweep_app = typer.Typer(
     help="Run many configs from a sweep spec (grid, zip, seeds) on Dask; resumable; indexed in SQLite.\n\n"
     "`lipschitz-icl sweep SPEC.yaml` is short for `lipschitz-icl sweep run SPEC.yaml`.",
 )
+
+
+class ClusterKind(StrEnum):
+    local = "local"
+    slurm = "slurm"
+    pbs = "pbs"
+
+
+CLUSTER_HELP = ("Where the Dask workers run: local (this machine: --workers, or --scheduler), or slurm / pbs: --jobs "
+                "batch jobs submitted through dask-jobqueue (pip install 'lipschitz-icl\\[cluster]'), this process "
+                "running the scheduler.")
+OPTION_HELP = ("KEY=VALUE for the slurm / pbs cluster (repeat it): cores, processes, memory, walltime, queue, account, "
+               "job_extra_directives (once per directive), job_script_prologue, interface, ... (docs/SWEEPS.md). "
+               f"Defaults: cores=1, processes=cores (single-threaded workers), memory={MEMORY_PER_WORKER_GB}GB per "
+               f"worker process, walltime={DEFAULT_WALLTIME}.")
 
 
 class TableFormat(StrEnum):
@@ -66,6 +82,13 @@ def run_command(
                               "as many as keep a batch's metrics under 64 MB, at most 512; 1: one by one)."),
     run_dirs: bool = typer.Option(False, "--run-dirs", help="Write a directory per run under runs/ (config.yaml, "
                                   "metrics.parquet, summary.json, params.pt) instead of one results file per batch."),
+    cluster: ClusterKind = typer.Option(ClusterKind.local, "--cluster", help=CLUSTER_HELP),
+    cluster_options: list[str] = typer.Option(None, "--cluster-option", metavar="KEY=VALUE",
+                                              help=OPTION_HELP),
+    jobs: int = typer.Option(None, "--jobs", help="Batch jobs to submit with --cluster slurm / pbs (default 1; "
+                             "fewer where they would give more workers than the sweep has runs)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="With --cluster slurm / pbs: print the job script and how "
+                                 "many jobs would be submitted, then exit; nothing is submitted, trained or written."),
 ) -> None:
     """Run every point of SPEC that has no finished row in the sweep directory's index.
 
@@ -80,8 +103,14 @@ def run_command(
     with user_errors():
         if scheduler is not None and workers is not None:
             raise UserInputError("--workers and --scheduler: give one or the other")
-        sweep = load_sweep(spec, on_count=warm_workers(workers, scheduler))
+        plan = checked_plan(cluster.value, cluster_options, jobs, workers, scheduler)
+        if dry_run and plan is None:
+            raise UserInputError("--dry-run: only with --cluster slurm or pbs (it prints their job script)")
+        sweep = load_sweep(spec, on_count=warm_workers(workers, scheduler, plan))
         target = out_dir if out_dir is not None else Path("sweeps") / sweep.name
+        if plan is not None and dry_run:
+            _dry_run(plan, sweep, target)
+            return
         start = time.perf_counter()
         with progress_bar(transient=False, eta=True) as bar, sigterm_as_interrupt():
             task = bar.add_task(f"sweep {escape(sweep.name)}", total=None, info="")
@@ -91,11 +120,13 @@ def run_command(
                 nonlocal todo
                 todo = total
                 info = f"{done} done · {failed} failed · {total - done - failed} left"
+                if plan is not None and done + failed == 0:  # the jobs may wait in the queue
+                    info += f" · the runs start as the {plan.kind} jobs do"
                 bar.update(task, total=total, completed=done + failed, info=info)
 
             try:
                 rows = run_sweep(sweep, target, workers, scheduler, retry_failed, force, progress, batch=batch,
-                                 run_dirs=run_dirs)
+                                 run_dirs=run_dirs, cluster=plan or "local")
             except KeyboardInterrupt:
                 err.print(f"[yellow]interrupted:[/] finished runs are kept in {escape(str(target))}; "
                           "run the same command to resume", soft_wrap=True, highlight=False)
@@ -103,9 +134,26 @@ def run_command(
             except OSError as e:
                 fail(f"cannot write the sweep: {e}", 1)
             except SchedulerLost as e:
-                fail(f"--scheduler {scheduler}: {e}; the runs recorded are kept in {target}: run the same command "
+                where = f"--scheduler {scheduler}" if plan is None else f"--cluster {plan.kind}"
+                fail(f"{where}: {e}; the runs recorded are kept in {target}: run the same command "
                      "to resume", 1)
     _report(sweep.name, rows, todo, time.perf_counter() - start, target)
+
+
+def _jobs(plan: ClusterPlan, runs: int) -> str:
+    """E.g. ``3 slurm jobs of 4 Dask workers each``: what ``plan`` submits for ``runs`` runs."""
+    jobs = plan.jobs_for(runs)
+    each = f"{plan.processes} Dask workers each" if plan.processes > 1 else "1 Dask worker each"
+    return f"{jobs} {plan.kind} job{'s' if jobs > 1 else ''} of {each}"
+
+
+def _dry_run(plan: ClusterPlan, sweep: Sweep, target: Path) -> None:
+    """``--dry-run``: the job script and the number of jobs, on stdout; nothing submitted, trained or written."""
+    out.print(plan.job_script(), end="", markup=False, highlight=False, soft_wrap=True)
+    out.print(f"# dry run: would submit {_jobs(plan, len(sweep.points))} with {plan.submit_command} for the "
+              f"{len(sweep.points)} runs of sweep {sweep.name} (fewer if some are finished in {target}); the "
+              "scheduler address above is this dry run's. Nothing was submitted.", markup=False, highlight=False,
+              soft_wrap=True)
 
 
 def _report(name: str, rows: pd.DataFrame, todo: int, elapsed: float, target: Path) -> None:

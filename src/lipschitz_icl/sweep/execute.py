@@ -1,5 +1,5 @@
-"""Running a sweep's points: in-process, on an embedded Dask ``LocalCluster``, or on a Dask
-cluster at a scheduler address.
+"""Running a sweep's points: in-process, on an embedded Dask ``LocalCluster``, on a Dask
+cluster at a scheduler address, or on Dask workers in SLURM / PBS jobs (``jobqueue``).
 
 Workers compute and return results (the summary and the metrics as parquet bytes); only this
 driver writes run directories (atomically, through ``store.write_run_files``) and the index,
@@ -25,8 +25,9 @@ from ..config import Config
 from ..errors import UserInputError
 from ..recorder import SCHEMA, as_table
 from ..store import SUMMARY_FILE, atomic_write_text, json_text, write_run_files
-from .dask_backend import close_client, connect_scheduler, open_local_cluster, run_on_dask, warm_fork_server
+from .dask_backend import close_client, open_local_cluster, run_on_dask, warm_fork_server
 from .index import FINISHED, INDEX_FILE, RUNS_DIR, Index, StoredRun, load_index
+from .jobqueue import ClusterPlan, checked_plan, connect
 from .local import flush_every, run_in_process
 from .results import RESULTS_DIR, Encoded, remove_unnamed, write_batch
 from .spec import Point, Sweep, batch_group, load_sweep
@@ -256,15 +257,16 @@ def execute_points(
     save_params: bool = True,
     batch: int | None = DEFAULT_BATCH,
     run_dirs: bool = False,
+    plan: ClusterPlan | None = None,
 ) -> pd.DataFrame:
     """Run the points that have no finished row in ``out``'s index; return their index rows.
 
-    ``--workers 1`` (and no scheduler) runs points in this process; otherwise every point runs on
-    a Dask worker, never here. ``workers`` None: one per core, or this process for a sweep that is one
-    batch (a local cluster takes ~3 s to start, more than it saves such a sweep). Compatible points run
-    ``batch`` at a time (``plan_batches``).
-    A ``scheduler`` is reached before anything is written. Results are stored by batch (``results``), or
-    with ``run_dirs`` in one directory per run."""
+    ``--workers 1`` (and no scheduler or cluster ``plan``) runs points in this process; otherwise every point
+    runs on a Dask worker, never here; with a ``plan`` on workers in SLURM / PBS jobs submitted once there are
+    runs to do. ``workers`` None: one per core, or this process for a sweep that is one batch (a local cluster
+    takes ~3 s to start, more than it saves such a sweep). Compatible points run ``batch`` at a time
+    (``plan_batches``). A ``scheduler`` is reached (a ``plan``'s scheduler started) before anything is written.
+    Results are stored by batch (``results``), or with ``run_dirs`` in one directory per run."""
     sweep_dir = Path(out)
     chosen, workers = workers is None, default_workers() if workers is None else workers
     if workers < 1:
@@ -273,7 +275,7 @@ def execute_points(
         raise UserInputError(f"--batch must be an integer >= 1 (got {batch!r})")
     every = flush_every()  # a bad LIPSCHITZ_ICL_FLUSH_S is refused before anything is written
     check_sweep_dir(sweep_dir, name, force)
-    client, cluster = (connect_scheduler(scheduler), None) if scheduler is not None else (None, None)
+    client, cluster = connect(scheduler, plan)
     try:
         try:
             (sweep_dir / RUNS_DIR if run_dirs else sweep_dir).mkdir(parents=True, exist_ok=True)
@@ -288,9 +290,12 @@ def execute_points(
             if alone is not None and (workers == 1 or len(alone) == 1):  # one batch: a cluster costs more
                 run_in_process(alone, recorder, save_params, every, encode=not run_dirs)  # than it saves
             elif todo:
-                if client is None:
+                if plan is not None:
+                    plan.submit(client, cluster, len(todo))  # the jobs, then the first worker
+                elif client is None:
                     client, cluster = open_local_cluster(min(workers, len(todo)))
-                batches = plan_batches(todo, batch, max(2, len(client.nthreads())))
+                expected = plan.processes * plan.jobs_for(len(todo)) if plan else len(client.nthreads())
+                batches = plan_batches(todo, batch, max(2, expected))
                 run_on_dask(client, batches, recorder, _failed_result, save_params, encode=not run_dirs)
             remove_unnamed(sweep_dir, index.results_files())  # files of runs trained again (--force, --retry-failed)
     finally:
@@ -319,12 +324,13 @@ def _rows_of(sweep_dir: Path, points: Sequence[Point]) -> pd.DataFrame:
     return frame.drop(columns="_order").reset_index(drop=True)
 
 
-def warm_workers(workers: int | None, scheduler: str | None) -> Callable[[int], None]:
+def warm_workers(workers: int | None, scheduler: str | None, cluster: str | ClusterPlan | None = None
+                 ) -> Callable[[int], None]:
     """``load_sweep``'s ``on_count``: a spec of more points than one batch holds will start a local cluster
-    (default or several ``workers``, no ``scheduler``), so its fork server is started before the points are
-    expanded, and its imports run meanwhile."""
+    (default or several ``workers``, no ``scheduler``, no SLURM / PBS ``cluster``), so its fork server is started
+    before the points are expanded, and its imports run meanwhile."""
     def counted(points: int) -> None:
-        if scheduler is None and workers != 1 and points > MAX_BATCH:
+        if scheduler is None and cluster in (None, "local") and workers != 1 and points > MAX_BATCH:
             warm_fork_server()
     return counted
 
@@ -339,6 +345,9 @@ def run_sweep(
     progress: ProgressFn | None = None,
     batch: int | None = DEFAULT_BATCH,
     run_dirs: bool = False,
+    cluster: str | ClusterPlan = "local",
+    cluster_options: dict[str, Any] | None = None,
+    jobs: int | None = None,
 ) -> pd.DataFrame:
     """Run a sweep spec (a YAML path, a mapping, or a loaded ``Sweep``) into ``out`` (default
     ``sweeps/<name>``) and return its rows of the index, in spec order.
@@ -349,12 +358,16 @@ def run_sweep(
     ``batch``: at most this many compatible runs trained together per worker task (1: one by one; None, the
     default: sized by memory, ``auto_batch``).
     ``run_dirs``: write each run's directory under ``runs/`` (as ``lipschitz-icl run`` does) instead of one
-    results file per batch under ``results/`` (read either back with ``load_runs`` or ``load_metrics``)."""
-    sweep = spec if isinstance(spec, Sweep) else load_sweep(spec, on_count=warm_workers(workers, scheduler))
+    results file per batch under ``results/`` (read either back with ``load_runs`` or ``load_metrics``).
+    ``cluster``: ``"local"`` (the above), or ``"slurm"`` / ``"pbs"``: Dask workers in ``jobs`` batch jobs (default
+    1) submitted through dask-jobqueue, ``cluster_options`` its keywords (``cores``, ``memory``, ``queue``, ...;
+    see docs/SWEEPS.md), or a ``ClusterPlan`` from ``plan_cluster`` (``.job_script()``: what would be submitted)."""
+    plan = checked_plan(cluster, cluster_options, jobs, workers, scheduler)
+    sweep = spec if isinstance(spec, Sweep) else load_sweep(spec, on_count=warm_workers(workers, scheduler, cluster))
     out = Path(out) if out is not None else Path("sweeps") / sweep.name
     return execute_points(sweep.points, out, workers, scheduler, retry_failed, force, progress,
                           spec_yaml=sweep.resolved_yaml(), name=sweep.name, save_params=sweep.spec.params,
-                          batch=batch, run_dirs=run_dirs)
+                          batch=batch, run_dirs=run_dirs, plan=plan)
 
 
 def run_configs(
@@ -368,10 +381,15 @@ def run_configs(
     labels: Sequence[dict[str, Any]] | None = None,
     batch: int | None = DEFAULT_BATCH,
     run_dirs: bool = False,
+    cluster: str | ClusterPlan = "local",
+    cluster_options: dict[str, Any] | None = None,
+    jobs: int | None = None,
 ) -> pd.DataFrame:
     """Run a list of configs as a sweep in ``out`` (no spec file) and return their index rows in
     the order given (configs with equal hashes share one row). ``labels``: optional per-config
-    axis values stored in the index's ``axes`` column (and expanded into columns)."""
+    axis values stored in the index's ``axes`` column (and expanded into columns); ``cluster``, ``cluster_options``,
+    ``jobs``: as for ``run_sweep``."""
+    plan = checked_plan(cluster, cluster_options, jobs, workers, scheduler)
     if labels is not None and len(labels) != len(configs):
         raise UserInputError(f"labels: {len(labels)} given for {len(configs)} configs")
     points: list[Point] = []
@@ -386,4 +404,4 @@ def run_configs(
         axes = dict(labels[i]) if labels is not None else {}
         points.append(Point.of(len(points), axes, cfg))
     return execute_points(points, out, workers, scheduler, retry_failed, force, progress, batch=batch,
-                          run_dirs=run_dirs)
+                          run_dirs=run_dirs, plan=plan)
