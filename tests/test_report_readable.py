@@ -148,3 +148,23 @@ def test_crowded_category_labels_get_room_not_a_smaller_font(tmp_path):
     plots.save(fig, tmp_path, "crowded")
     assert layout_problems(fig) == [] and fig.get_size_inches()[1] > 2.0  # taller, not squeezed
     assert min(t.get_fontsize() for t in fig.findobj(Text) if t.get_text()) >= MIN_FONT_PT
+
+
+def test_every_figure_says_how_to_redraw_it_alone(tmp_path):
+    from lipschitz_icl.report.html import write_report_html
+    from lipschitz_icl.report.md import write_report_md
+
+    fig = _figure(tmp_path, "regimes_flat")
+    c = claim("P1", "crit", {"x": 1.0}, True, False, figures=[fig],
+              runs=["runs/regimes-flat/flat-L0.5", "runs/regimes-flat/flat-L0.8", "runs/regimes-sharp/sharp-L3"])
+    meta = {"command": "lipschitz-icl reproduce paper --quick --seed 3 --plugins my_claims", "size": "quick",
+            "seed": 3, "wall_s": 1.0}
+    md = write_report_md(tmp_path, [c], meta).read_text()
+    want = "`lipschitz-icl reproduce P1 --quick --seed 3 --plugins my_claims --out redraw-P1`"
+    assert f"**Redraw alone.** {want}" in md
+    assert "[runs/regimes-flat/](runs/regimes-flat/), [runs/regimes-sharp/](runs/regimes-sharp/)" in md
+    html = write_report_html(tmp_path, [c], meta, {}).read_text()
+    assert "<b>Redraw alone.</b> <code>lipschitz-icl reproduce P1 --quick --seed 3" in html
+    assert '<a href="runs/regimes-sharp/">' in html
+    full = write_report_md(tmp_path, [claim("P1", "c", {}, True, False, figures=[fig])], {"size": "full"}).read_text()
+    assert "`lipschitz-icl reproduce P1 --out redraw-P1`" in full  # no run folders to link

@@ -30,6 +30,7 @@ from .text import (
     paper_opening,
     provenance,
     reason,
+    redraw,
     sessions_rows,
     time_line,
 )
@@ -104,6 +105,15 @@ def _figures(out: Path, c: ClaimResult, owners: dict[str, Owner]) -> str:
     return "".join(parts)
 
 
+def _redraw(c: ClaimResult, meta: dict) -> str:
+    if not c.figures:
+        return ""
+    command, folders = redraw(c, meta)
+    configs = (" · the runs' configs: " + ", ".join(f'<a href="{e(f)}">{e(f)}</a>' for f in folders)
+               + " (each run's config.yaml)" if folders else "")
+    return f"<p class=small><b>Redraw alone.</b> <code>{e(command)}</code>{configs}</p>"
+
+
 def _rows(rows: list[tuple[str, ...]]) -> str:
     return "".join("<tr>" + "".join(f"<td>{e(cell)}</td>" for cell in row) + "</tr>" for row in rows)
 
@@ -169,7 +179,7 @@ def _section(out: Path, c: ClaimResult, meta: dict, owners: dict[str, Owner], cm
     return (f'<section id="{e(c.id)}"><h2>{e(c.id)} — {_verdict(c)}{badge}</h2>'
             f"<blockquote>{e(c.statement)}</blockquote><p class=why><b>Why.</b> {e(reason(c, warnings))}</p>"
             f"<p><b>Criterion.</b> {e(c.criterion)}</p>{_statistic(c)}{_evidence(c)}{_figures(out, c, owners)}"
-            f"{warn_list}"
+            f"{_redraw(c, meta)}{warn_list}"
             f"{compare}{notes}{_footer(c)}</section>")
 
 

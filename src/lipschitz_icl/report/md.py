@@ -25,6 +25,7 @@ from .text import (
     provenance,
     ranked_rows,
     reason,
+    redraw,
     sessions_rows,
     time_line,
 )
@@ -143,12 +144,21 @@ def _figures_md(out: Path, c: ClaimResult, owners: dict[str, Owner]) -> list[str
     return lines
 
 
+def _redraw_md(c: ClaimResult, meta: dict) -> list[str]:
+    if not c.figures:
+        return []
+    command, folders = redraw(c, meta)
+    configs = (" · the runs' configs: " + ", ".join(f"[{f}]({f})" for f in folders) + " (each run's config.yaml)"
+               if folders else "")
+    return [f"**Redraw alone.** `{command}`{configs}", ""]
+
+
 def _claim_md(out: Path, c: ClaimResult, meta: dict, owners: dict[str, Owner], cmp: Comparison | None) -> list[str]:
     warnings = run_warnings(out, c.runs)
     flags = f" · ⚠ {len(warnings)} run(s) need care" if warnings else ""
     parts = [f'<a id="{c.id}"></a>', "", f"## {c.id} — {verdict_md(c)}{flags}", "", f"> {c.statement}", "",
              f"**Why.** {reason(c, warnings)}", "", f"**Criterion.** {c.criterion}", "", "**Statistic.**", "",
-             *_statistic_md(c), *_evidence_md(c), *_figures_md(out, c, owners)]
+             *_statistic_md(c), *_evidence_md(c), *_figures_md(out, c, owners), *_redraw_md(c, meta)]
     if warnings:
         parts += ["**⚠ Runs that ended at step 0 or did not end normally.**", "", *[f"- `{w}`" for w in warnings], ""]
     if cmp is not None:

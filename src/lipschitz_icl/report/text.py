@@ -182,6 +182,16 @@ def caption(c: ClaimResult, figure: str) -> str:
             "from; read them against the criterion (no caption was given by the experiment).")
 
 
+def redraw(c: ClaimResult, meta: dict) -> tuple[str, list[str]]:
+    """The command that redraws ``c``'s figures alone (its experiment only, at this report's size, seed and plugins),
+    and the run folders whose config.yaml files the figures are drawn from."""
+    flags = ["--quick"] if meta.get("size") == "quick" else []
+    flags += [f"--seed {meta['seed']}"] if meta.get("seed") else []
+    flags += [f"--plugins {p}" for p in re.findall(r"--plugins[ =](\S+)", str(meta.get("command", "")))]
+    command = " ".join(["lipschitz-icl reproduce", c.id, *flags, f"--out redraw-{c.id}"])
+    return command, sorted({str(Path(r).parent) + "/" for r in c.runs})
+
+
 COMPARISONS_INTRO = ("Not claims of the paper: how the trained model compares with standard predictors on the same "
                      "prompts. There is no criterion and no verdict; read the numbers and the figure.")
 
