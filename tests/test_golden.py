@@ -217,12 +217,19 @@ def test_run_many_matches_golden(golden, exact):
         _same(_record(run), golden["runs"][name], golden["dtypes"]["runs"][name], name, exact)
 
 
+# eigenvalues from Lanczos: torch.linalg.eigh of the small tridiagonal matrix goes through the LAPACK torch loads,
+# whose last bit moved between two Python environments on one machine (same torch, numpy and scipy, other packages
+# installed): compared by their dtype's tolerance everywhere
+EIGEN_KEYS = ("eta_max", "lambda_max")
+
+
 @pytest.mark.parametrize("name", THEORY)
 def test_theory_matches_golden(golden, exact, name):
     got, want, dtypes = _theory(name), golden["theory"][name], golden["dtypes"]["theory"][name]
     assert got.keys() == want.keys()
     for key, value in want.items():
-        assert (got[key] == value) if exact else _close(got[key], value, dtypes[key]), f"{name}: {key}"
+        bitwise = exact and key not in EIGEN_KEYS
+        assert (got[key] == value) if bitwise else _close(got[key], value, dtypes[key]), f"{name}: {key}"
 
 
 if __name__ == "__main__":
