@@ -1,4 +1,4 @@
-"""A user's paper in one file (the README's "Adding a paper" shows the same layout): it registers its
+"""A user's paper in one file (docs/EXTENDING.md, "A paper", shows the same layout): it registers its
 paper, then one claim with its statement, criterion and experiment. Loaded with
 ``lipschitz-icl reproduce --plugins plugin_paper``; its package is found by the paper's id."""
 

@@ -1,4 +1,4 @@
-"""A task class registered from outside the package, as a user would (see README)."""
+"""A task class registered from outside the package, as a user would (see docs/EXTENDING.md)."""
 
 import torch
 

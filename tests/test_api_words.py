@@ -23,7 +23,7 @@ def test_an_occupied_out_names_force_true_in_python_and_force_on_the_command_lin
     out = tmp_path / "L1"
     li.run(QUICKSTART, TINY, out=out)
     with pytest.raises(UserInputError) as refused:
-        li.run(QUICKSTART, TINY, out=out)  # the README's cell run a second time
+        li.run(QUICKSTART, TINY, out=out)  # docs/USAGE.md's cell run a second time
     assert "force=True" in str(refused.value) and "--force" not in str(refused.value)
     assert str(refused.value).startswith(f"out={out}: already holds files")
     res = cli.invoke(app, ["run", QUICKSTART, *TINY, "--out", str(out)])

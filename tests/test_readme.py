@@ -1,8 +1,9 @@
-"""Every ```python and ```bash block of README.md runs, in order, in one temporary directory
-that holds a copy of configs/ (so later blocks see the runs and sweeps earlier ones wrote).
+"""Every ```python and ```bash block of README.md and of the docs pages in DOCUMENTS runs, in that
+order, in one temporary directory that holds a copy of configs/ (so later blocks see the runs and sweeps
+earlier ones wrote: docs/ANALYSIS.md analyses the runs docs/USAGE.md trained).
 
 Why a small extractor here rather than pytest-examples or pytest-markdown-docs: both run Python
-blocks only, each on its own, while the README's bash and Python blocks build on each other.
+blocks only, each on its own, while the documents' bash and Python blocks build on each other.
 
 How blocks run. Python blocks are executed in this process (``exec``). In bash blocks, each
 ``lipschitz-icl ...`` command runs in this process through typer's CliRunner (a fresh
@@ -40,6 +41,8 @@ from lipschitz_icl.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+# the documents whose blocks run, in the order they run (a page's blocks may use what an earlier one wrote)
+DOCUMENTS = ("README.md", "docs/USAGE.md", "docs/ANALYSIS.md", "docs/REPRODUCE.md", "docs/EXTENDING.md")
 MARKER = re.compile(r"^<!--\s*readme-test:\s*(skip|file|append)\b\s*(.*?)\s*-->$")
 FENCE = re.compile(r"^```([\w-]*)\s*$")
 SHELL_SYNTAX = re.compile(r"[|;&<>$`()]")
@@ -60,9 +63,10 @@ class Block:
     code: str
     line: int  # 1-based line of the opening fence
     marker: tuple[str, str] | None  # (skip | file | append, its argument)
+    source: str = "README.md"  # the document, relative to the repository root
 
 
-def readme_blocks(text: str) -> list[Block]:
+def readme_blocks(text: str, source: str = "README.md") -> list[Block]:
     """The fenced python and bash blocks at the top level of a Markdown text, in order."""
     blocks: list[Block] = []
     lines = text.splitlines()
@@ -77,7 +81,7 @@ def readme_blocks(text: str) -> list[Block]:
         marker = MARKER.match(previous)
         if fence.group(1) in ("python", "bash"):
             blocks.append(Block(fence.group(1), "\n".join(lines[i + 1:end]) + "\n", i + 1,
-                                marker.groups() if marker else None))
+                                marker.groups() if marker else None, source))
         i = end + 1
     return blocks
 
@@ -108,7 +112,7 @@ def run_command(command: str, append: list[str], monkeypatch: pytest.MonkeyPatch
     assert result.exit_code == 0, f"{shlex.join(argv[:1] + args)} exited {result.exit_code}:\n{result.output}"
 
 
-BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
+BLOCKS = [block for doc in DOCUMENTS for block in readme_blocks((ROOT / doc).read_text(encoding="utf-8"), doc)]
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +126,7 @@ def workspace(tmp_path_factory):
         yield root
 
 
-@pytest.mark.parametrize("block", BLOCKS, ids=[f"README.md:{b.line}" for b in BLOCKS])
+@pytest.mark.parametrize("block", BLOCKS, ids=[f"{b.source}:{b.line}" for b in BLOCKS])
 def test_readme_block_runs(block: Block, workspace: Path, monkeypatch: pytest.MonkeyPatch,
                            isolated_registry: None) -> None:
     """Each block runs; a paper or claim its Python registers is gone after it (the README's plugin example
@@ -134,7 +138,7 @@ def test_readme_block_runs(block: Block, workspace: Path, monkeypatch: pytest.Mo
         (workspace / argument).write_text(block.code)
         return
     if block.lang == "python":
-        exec(compile(block.code, f"README.md:{block.line}", "exec"), {"__name__": "__readme__"})  # noqa: S102
+        exec(compile(block.code, f"{block.source}:{block.line}", "exec"), {"__name__": "__readme__"})  # noqa: S102
         return
     for command in shell_commands(block.code):
         run_command(command, shlex.split(argument) if kind == "append" else [], monkeypatch)
@@ -145,6 +149,20 @@ def test_the_extractor_finds_blocks_and_markers():
     blocks = readme_blocks(text)
     assert [(b.lang, b.line, b.marker) for b in blocks] == [("bash", 4, ("skip", "slow")), ("python", 10, None)]
     assert shell_commands("a \\\n  b  # c\n# d\n\ne\n") == ["a    b  # c", "e"]
+
+
+def test_every_document_has_blocks_that_run():
+    """A page listed in DOCUMENTS whose blocks all vanished (renamed, moved) would otherwise pass unnoticed."""
+    for doc in DOCUMENTS:
+        assert any(b.source == doc and not (b.marker and b.marker[0] == "skip") for b in BLOCKS), doc
+
+
+def test_the_readme_answers_the_first_questions_on_its_first_screen():
+    """The README stays short, and its first 40 lines say how to run the main job and the tests."""
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 250
+    first_screen = "\n".join(lines[:40])
+    assert "lipschitz-icl reproduce all --quick" in first_screen and "python -m pytest -q" in first_screen
 
 
 def test_skips_are_rare_and_give_a_reason():

@@ -96,7 +96,7 @@ def reproduce_command(
     list_only: bool = typer.Option(False, "--list", help="List the papers, their claims and the suites, then exit."),
     markdown: bool = typer.Option(False, "--markdown", help="With --list: print it as markdown (docs/CLAIMS.md)."),
     plugins: str = typer.Option("", "--plugins", help="Comma-separated modules to import first: a user's paper "
-                                "packages (README, 'Adding a paper'), e.g. --plugins mypaper."),
+                                "packages (docs/EXTENDING.md, 'A paper'), e.g. --plugins mypaper."),
     quick: bool = typer.Option(False, "--quick", help="Reduced sizes: a few minutes on a laptop CPU."),
     out_dir: Path = typer.Option(None, "--out", "-o",
                                  help="Output directory (default: reproduce-out/<suite>[-quick])."),
@@ -104,7 +104,7 @@ def reproduce_command(
     workers: int = typer.Option(1, "--workers", min=1, help="Parallel workers for multi-run experiments."),
     force: bool = typer.Option(False, "--force", help="Write into --out even if it holds files (start over)."),
     resume: bool = typer.Option(False, "--resume", help="Finish an interrupted reproduce in --out (same options)."),
-    update_readme: Path = typer.Option(None, "--update-readme", help="Replace the claims table in this README."),
+    update_readme: Path = typer.Option(None, "--update-readme", help="Replace the claims table in this Markdown file."),
     compare_with: Path = typer.Option(None, "--compare-with", help="A previous output's claims.json (e.g. the "
                                       "quick run): its verdicts go beside these, with why they differ."),
     fused: bool = typer.Option(None, "--fused/--no-fused", show_default=False,

@@ -11,7 +11,7 @@ registers the built-in papers, in report order:
 - ``questions``: this project's open questions about the paper, and the comparison with baselines.
 
 A user's own paper is a package with the same layout, imported with ``load_plugins`` (the CLI's
-``reproduce --plugins``); see the README's "Adding a paper". Not imported by the core."""
+``reproduce --plugins``); see docs/EXTENDING.md, "A paper". Not imported by the core."""
 
 from __future__ import annotations
 
