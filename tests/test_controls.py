@@ -175,7 +175,8 @@ def test_the_regime_answer_rests_on_evidence_only(tmp_path):
     none = [_result("P4", True, None), _result("P5", True, False), _result("P7", False, True, forced=True)]
     text = regime_answer(none)
     assert "no answer: none of the readings of it is evidence yet" in text and "3 claims read it, 0 of them" in text
-    assert "forced by an invariance (P7)" in text and "cannot fail (its null passes, or the protocol fixes the outcome) (P5)" in text and "no controls (P4)" in text
+    assert "forced by an invariance (P7)" in text and "no controls (P4)" in text
+    assert "a rule that cannot fail (its null passes, or the protocol fixes the outcome) (P5)" in text
     assert "says yes: P5 support it" in regime_answer([_result("P5", True, True), _result("P4", True, None)])
     assert "split: P5 support it, P4b refute it" in regime_answer([_result("P5", True, True),
                                                                     _result("P4b", False, True)])

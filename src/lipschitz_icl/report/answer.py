@@ -20,7 +20,8 @@ def _ids(claims: list[ClaimResult]) -> str:
 def _why_not(claims: list[ClaimResult]) -> list[str]:
     """What kept each non-evidence reading out, grouped: forced, cannot fail, no controls, inconclusive."""
     groups = [("forced by an invariance", [c for c in claims if c.forced]),
-              ("a rule that cannot fail (its null passes, or the protocol fixes the outcome)", [c for c in claims if not c.forced and c.can_fail is False]),
+              ("a rule that cannot fail (its null passes, or the protocol fixes the outcome)",
+               [c for c in claims if not c.forced and c.can_fail is False]),
               ("no controls", [c for c in claims if not c.forced and c.can_fail is None]),
               ("inconclusive", [c for c in claims if not c.forced and c.can_fail and c.verdict == INCONCLUSIVE])]
     return [f"{what} ({_ids(cs)})" for what, cs in groups if cs]
