@@ -22,7 +22,7 @@ COMMANDS = {"run": ("run", "run_command"), "theory": ("theory", "theory_command"
             "analyze": ("analyze", "analyze_command"), "diff": ("diff", "diff_command"),
             "reproduce": ("reproduce", "reproduce_command"), "report": ("report", "report_command"),
             "evaluate": ("evaluate", "evaluate_command"), "bench": ("bench", "bench_command"),
-            "sweep": ("sweep", "sweep_app")}
+            "export": ("export", "export_command"), "sweep": ("sweep", "sweep_app")}
 
 
 def _first_sentence(text: str) -> str:
