@@ -5,11 +5,14 @@ rate ten times slower), laid out as a run's tidy metrics table so that a claim's
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 
 from ..analysis import first_step, phase_rates
 from ..phases import read_phases
+from .controls import Controls, case, controls_from
 
 LAST_STEP = 50_000  # the curves' length in steps
 DENSE = 200  # every step recorded up to here (as the trainer records every step up to T_1), then every LOG_EVERY
@@ -87,3 +90,14 @@ PHASE_CASES = {  # the controls of a two-phase claim: name -> (curve of t, what 
     "null_exponential": (single_rate, "a single exponential approach (one rate throughout)"),
     "planted": (two_rates, "-log(1 - Attn) rising steadily at 0.02 per step to Attn = 0.6, then 10x more slowly"),
 }
+
+
+def share_controls(rule: Callable[[float, float], tuple[bool, bool]], key: str, runs: str) -> Controls:
+    """The controls of a claim decided by the share of two-phase runs: ``rule(low, high)`` on six synthetic runs of
+    each PHASE_CASES curve at the time scales SCALES, the bounds recorded under ``key``; ``runs`` says what a run
+    is ("runs", "converged runs")."""
+    def read(curve, how: str):
+        lo, hi = share_two_phases(curve)
+        return case(*rule(lo, hi), {key: [lo, hi]}, f"six {runs}, each {how}, at time scales 0.5-16x")
+
+    return controls_from(PHASE_CASES, read)

@@ -14,7 +14,7 @@ from ...experiments.figures import captioned
 from ...experiments.measure import L_star_of
 from ...experiments.registry import experiment
 from ...experiments.runner import Context, paper_base, rel_runs, run_group, with_budget, with_overrides
-from ...experiments.synthetic import PHASE_CASES, share_two_phases
+from ...experiments.synthetic import share_controls
 from ...phases import read_run_phases
 
 STATEMENTS = {  # the claims this file tests, word for word as the report and docs/CLAIMS.md give them
@@ -139,12 +139,7 @@ def p8_rule(share: float, share_if_censored_pass: float) -> tuple[bool, bool]:
 @controls("P8")
 def p8_controls() -> Controls:
     """P8's rule on six synthetic converged runs: one curve at six time scales."""
-    def read(curve, how: str):
-        lo, hi = share_two_phases(curve)
-        return case(*p8_rule(lo, hi), {"fraction_passing_bounds": [lo, hi]}, f"six converged runs, each {how}, at "
-                    "time scales 0.5-16x")
-
-    return controls_from(PHASE_CASES, read)
+    return share_controls(p8_rule, "fraction_passing_bounds", "converged runs")
 
 
 def _p3_measure(rows: list[dict]) -> dict:

@@ -5,13 +5,13 @@ from __future__ import annotations
 from ... import plots
 from ...analysis import analyze_run_object
 from ...experiments.claims import ClaimResult, claim
-from ...experiments.controls import Controls, case, controls, controls_from
+from ...experiments.controls import Controls, controls
 from ...experiments.evidence import run_settings
 from ...experiments.figures import captioned
 from ...experiments.measure import L_star_of
 from ...experiments.registry import experiment
 from ...experiments.runner import Context, censored_runs, paper_base, rel_runs, run_group, with_budget, with_overrides
-from ...experiments.synthetic import PHASE_CASES, share_two_phases
+from ...experiments.synthetic import share_controls
 from ...phases import read_run_phases
 
 STATEMENTS = {  # the claims this file tests, word for word as the report and docs/CLAIMS.md give them
@@ -115,12 +115,7 @@ def p1_rule(lo: float, hi: float) -> tuple[bool, bool]:
 @controls("P1")
 def p1_controls() -> Controls:
     """P1's rule on six synthetic runs: one curve at six time scales (t -> t / scale)."""
-    def read(curve, how: str):
-        lo, hi = share_two_phases(curve)
-        return case(*p1_rule(lo, hi), {"fraction_two_phases_bounds": [lo, hi]}, f"six runs, each {how}, at time "
-                    "scales 0.5-16x")
-
-    return controls_from(PHASE_CASES, read)
+    return share_controls(p1_rule, "fraction_two_phases_bounds", "runs")
 
 
 def _slower(reading) -> float | None:
