@@ -169,6 +169,25 @@ def test_sigterm_between_the_imports_and_the_command_is_handled_like_ctrl_c():
     assert proc.stderr.strip() == "error: interrupted"
 
 
+@pytest.mark.parametrize("exit_code", [0, 3])
+def test_sigterm_after_the_command_ended_exits_with_the_commands_own_code(exit_code):
+    """A SIGTERM that lands while the interpreter shuts down (here: an atexit callback that sleeps) ends the process
+    at once with the command's exit code, not as killed (-15): a job that finished reads as finished. (In the
+    teardown after the exit callbacks, where Python resets its handlers, both signals are ignored.)"""
+    code = ("import atexit, sys, time\nimport lipschitz_icl.cli as cli\nfrom lipschitz_icl.__main__ import entry\n"
+            "def main():\n    atexit.register(time.sleep, 30)  # as a library the command imports would\n"
+            f"    print('done', flush=True)\n    sys.exit({exit_code})\n"
+            "cli.main = main\nentry()\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=_env())
+    assert proc.stdout.readline().strip() == "done"
+    time.sleep(0.5)  # inside the sleeping atexit callback
+    start = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=20)
+    assert proc.returncode == exit_code and time.monotonic() - start < 10
+
+
 def test_a_signal_while_a_temporary_file_is_made_leaves_none_behind(tmp_path, monkeypatch):
     """SIGINT right after mkstemp made the temporary file (reproduce left figures/.scaling_L.svg.*.tmp):
     the signal waits until the file is whole and renamed, then interrupts; no temporary file is left."""
