@@ -51,11 +51,10 @@ class Recorder:
     """Collects the engine state at log steps; the tidy table is assembled once, vectorised, by
     ``table()`` (recording costs a copy of two K x K arrays, whatever the number of steps)."""
 
-    def __init__(self, K: int, derive: Callable[[np.ndarray], dict[str, np.ndarray]] | None = None,
-                 tracker: Tracker | None = None) -> None:
+    def __init__(self, K: int, derive: Callable[[np.ndarray], dict[str, np.ndarray]] | None = None) -> None:
         self.K = K
         self.derive = derive  # scores (T, K, K) -> extra scalar metrics per record, name -> (T,)
-        self.tracker = tracker  # sent each record's rows as recorded (None: nothing is sent)
+        self.tracker: Tracker | None = None  # set by the run: sent each record's rows as recorded
         eye = np.eye(K, dtype=bool)
         kk, nn = np.meshgrid(np.arange(K), np.arange(K), indexing="ij")
         self._off_k, self._off_n = kk[~eye], nn[~eye]

@@ -324,13 +324,13 @@ def _rows_of(sweep_dir: Path, points: Sequence[Point]) -> pd.DataFrame:
     return frame.drop(columns="_order").reset_index(drop=True)
 
 
-def warm_workers(workers: int | None, scheduler: str | None, cluster: str | ClusterPlan | None = None
+def warm_workers(workers: int | None, scheduler: str | None, plan: ClusterPlan | None = None
                  ) -> Callable[[int], None]:
     """``load_sweep``'s ``on_count``: a spec of more points than one batch holds will start a local cluster
-    (default or several ``workers``, no ``scheduler``, no SLURM / PBS ``cluster``), so its fork server is started
+    (default or several ``workers``, no ``scheduler``, no SLURM / PBS ``plan``), so its fork server is started
     before the points are expanded, and its imports run meanwhile."""
     def counted(points: int) -> None:
-        if scheduler is None and cluster in (None, "local") and workers != 1 and points > MAX_BATCH:
+        if scheduler is None and plan is None and workers != 1 and points > MAX_BATCH:
             warm_fork_server()
     return counted
 
@@ -363,7 +363,7 @@ def run_sweep(
     1) submitted through dask-jobqueue, ``cluster_options`` its keywords (``cores``, ``memory``, ``queue``, ...;
     see docs/SWEEPS.md), or a ``ClusterPlan`` from ``plan_cluster`` (``.job_script()``: what would be submitted)."""
     plan = checked_plan(cluster, cluster_options, jobs, workers, scheduler)
-    sweep = spec if isinstance(spec, Sweep) else load_sweep(spec, on_count=warm_workers(workers, scheduler, cluster))
+    sweep = spec if isinstance(spec, Sweep) else load_sweep(spec, on_count=warm_workers(workers, scheduler, plan))
     out = Path(out) if out is not None else Path("sweeps") / sweep.name
     return execute_points(sweep.points, out, workers, scheduler, retry_failed, force, progress,
                           spec_yaml=sweep.resolved_yaml(), name=sweep.name, save_params=sweep.spec.params,
