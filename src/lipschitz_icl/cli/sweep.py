@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import math
 import time
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 
@@ -112,32 +113,40 @@ def run_command(
             _dry_run(plan, sweep, target)
             return
         start = time.perf_counter()
-        with progress_bar(transient=False, eta=True) as bar, sigterm_as_interrupt():
-            task = bar.add_task(f"sweep {escape(sweep.name)}", total=None, info="")
-            todo = 0
-
-            def progress(done: int, failed: int, total: int) -> None:
-                nonlocal todo
-                todo = total
-                info = f"{done} done · {failed} failed · {total - done - failed} left"
-                if plan is not None and done + failed == 0:  # the jobs may wait in the queue
-                    info += f" · the runs start as the {plan.kind} jobs do"
-                bar.update(task, total=total, completed=done + failed, info=info)
-
-            try:
-                rows = run_sweep(sweep, target, workers, scheduler, retry_failed, force, progress, batch=batch,
-                                 run_dirs=run_dirs, cluster=plan or "local")
-            except KeyboardInterrupt:
-                err.print(f"[yellow]interrupted:[/] finished runs are kept in {escape(str(target))}; "
-                          "run the same command to resume", soft_wrap=True, highlight=False)
-                raise typer.Exit(130) from None
-            except OSError as e:
-                fail(f"cannot write the sweep: {e}", 1)
-            except SchedulerLost as e:
-                where = f"--scheduler {scheduler}" if plan is None else f"--cluster {plan.kind}"
-                fail(f"{where}: {e}; the runs recorded are kept in {target}: run the same command "
-                     "to resume", 1)
+        rows, todo = _run_with_bar(sweep.name, target, plan, scheduler, lambda progress: run_sweep(
+            sweep, target, workers, scheduler, retry_failed, force, progress, batch=batch, run_dirs=run_dirs,
+            cluster=plan or "local"))
     _report(sweep.name, rows, todo, time.perf_counter() - start, target)
+
+
+def _run_with_bar(name: str, target: Path, plan: ClusterPlan | None, scheduler: str | None,
+                  run: Callable[[Callable[[int, int, int], None]], pd.DataFrame]) -> tuple[pd.DataFrame, int]:
+    """``run(progress)`` under a progress bar: (its index rows, the number of runs it had to do). Ctrl-C (exit 130),
+    a write error and a lost scheduler or cluster (exit 1) are one line each, saying what is kept."""
+    with progress_bar(transient=False, eta=True) as bar, sigterm_as_interrupt():
+        task = bar.add_task(f"sweep {escape(name)}", total=None, info="")
+        todo = 0
+
+        def progress(done: int, failed: int, total: int) -> None:
+            nonlocal todo
+            todo = total
+            info = f"{done} done · {failed} failed · {total - done - failed} left"
+            if plan is not None and done + failed == 0:  # the jobs may wait in the queue
+                info += f" · the runs start as the {plan.kind} jobs do"
+            bar.update(task, total=total, completed=done + failed, info=info)
+
+        try:
+            rows = run(progress)
+        except KeyboardInterrupt:
+            err.print(f"[yellow]interrupted:[/] finished runs are kept in {escape(str(target))}; "
+                      "run the same command to resume", soft_wrap=True, highlight=False)
+            raise typer.Exit(130) from None
+        except OSError as e:
+            fail(f"cannot write the sweep: {e}", 1)
+        except SchedulerLost as e:
+            where = f"--scheduler {scheduler}" if plan is None else f"--cluster {plan.kind}"
+            fail(f"{where}: {e}; the runs recorded are kept in {target}: run the same command to resume", 1)
+    return rows, todo
 
 
 def _jobs(plan: ClusterPlan, runs: int) -> str:
