@@ -54,7 +54,7 @@ def _load(name: str) -> click.Command:
         command = typer.main.get_group(obj)
     else:
         single = typer.Typer(add_completion=False)
-        single.command(name, short_help=_summary(name))(obj)
+        single.command(name)(obj)  # its one-line summary is for the root's list only (LazyCommands.get_command)
         command = typer.main.get_command(single)
     command.name = name
     return command
