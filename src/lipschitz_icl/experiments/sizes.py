@@ -48,13 +48,14 @@ class Sizes:
     collins_grid: int = 5
     collins_seeds: int = 5
     predecessor_K: tuple[int, ...] = (2, 4, 8, 16, 32)  # values of K of the convergence time's K dependence (H3)
+    level: str = "full"  # tiny | quick | full: the linear-attention suites pick their own grids by it
 
 
 QUICK = Sizes(draws=32, budget=3000, log_every=5, n_L=8, seeds=2, eps_rel=3e-2, blog_seeds=2,
               finite_M=(16, 64, 256), tuned_L_factors=(0.25, 0.5, 0.7, 1.5, 2.0, 4.0),
               ext_kernel_steps=1000, ext_log_every=10, sampled_steps=300, batch=128, test=256, n_grid=3,
               kernel_samples=1024, continuous_steps=300, transformer_steps=1500, curriculum_steps=80000,
-              linear_eps_rel=1e-2)
+              linear_eps_rel=1e-2, level="quick")
 FULL = Sizes(draws=128, budget=40000, log_every=10, n_L=10, seeds=3, eps_rel=1e-3, blog_seeds=5,
              finite_M=(16, 32, 64, 128, 256, 1024), tuned_L_factors=(0.25, 0.5, 0.7, 1.5, 2.0, 4.0),
              ext_kernel_steps=20000, ext_log_every=20, sampled_steps=3000, batch=512, test=2048, n_grid=5,
@@ -71,7 +72,7 @@ TINY = Sizes(draws=8, budget=150, log_every=5, n_L=5, seeds=1, eps_rel=0.2, blog
              linear_eps_rel=1e-2, blog_steps=30,
              thr_deltas=(1.4142135623730951, 0.7), thr_L_factors=(0.5, 2.0), thr_eps_rel=0.2, thr_steps=300,
              thr_bisect=3, thr_stab_bisect=1, thr_variations=False, collins_steps=20, collins_grid=2,
-             collins_seeds=2, predecessor_K=(2, 4, 8))
+             collins_seeds=2, predecessor_K=(2, 4, 8), level="tiny")
 
 
 def sizes(quick: bool) -> Sizes:
