@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from claims_snapshot import check as check_snapshot
 
 import lipschitz_icl.papers.lu2025  # noqa: F401  (registers the suite)
 from lipschitz_icl.experiments import experiments_for, run_experiments
@@ -34,6 +35,7 @@ IDS = ["LU1", "LU2"]
 
 def test_the_lu_suite_runs_at_tiny_size(tmp_path):
     claims = run_experiments(Context(out=tmp_path, quick=True, sizes=TINY), experiments_for(["lu"]))
+    check_snapshot(claims)  # tests/data/claims_tiny.json: bit for bit where it was made
     assert [c.id for c in claims] == IDS and all(PAPER_OF[c.id] == "lu2025" for c in claims)
     for c in claims:
         assert c.verdict in VERDICTS and c.statistic and c.paper == "lu2025" and c.can_fail is True

@@ -42,7 +42,8 @@ from lipschitz_icl.cli import app
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 # the documents whose blocks run, in the order they run (a page's blocks may use what an earlier one wrote)
-DOCUMENTS = ("README.md", "docs/USAGE.md", "docs/ANALYSIS.md", "docs/REPRODUCE.md", "docs/EXTENDING.md")
+DOCUMENTS = ("README.md", "docs/USAGE.md", "docs/ANALYSIS.md", "docs/REPRODUCE.md", "docs/EXTENDING.md",
+             "docs/LINEAR_ATTENTION.md")
 MARKER = re.compile(r"^<!--\s*readme-test:\s*(skip|file|append)\b\s*(.*?)\s*-->$")
 FENCE = re.compile(r"^```([\w-]*)\s*$")
 SHELL_SYNTAX = re.compile(r"[|;&<>$`()]")

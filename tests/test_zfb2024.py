@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from claims_snapshot import check as check_snapshot
 
 import lipschitz_icl.papers.zfb2024  # noqa: F401  (registers the suite)
 from lipschitz_icl.experiments import experiments_for, run_experiments
@@ -22,6 +23,7 @@ IDS = ["ZF1", "ZF2", "ZF3"]
 
 def test_the_zfb_suite_runs_at_tiny_size(tmp_path):
     claims = run_experiments(Context(out=tmp_path, quick=True, sizes=TINY), experiments_for(["zfb"]))
+    check_snapshot(claims)  # tests/data/claims_tiny.json: bit for bit where it was made
     assert [c.id for c in claims] == IDS and all(PAPER_OF[c.id] == "zfb2024" for c in claims)
     for c in claims:
         assert c.verdict in VERDICTS and c.statistic and c.paper == "zfb2024" and c.can_fail is True

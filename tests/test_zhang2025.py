@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from claims_snapshot import check as check_snapshot
 
 import lipschitz_icl.papers.zhang2025  # noqa: F401  (registers the suite)
 from lipschitz_icl.experiments import experiments_for, run_experiments
@@ -23,6 +24,7 @@ IDS = ["ZS1", "ZS2", "ZS3"]
 
 def test_the_zhang_suite_runs_at_tiny_size(tmp_path):
     claims = run_experiments(Context(out=tmp_path, quick=True, sizes=TINY), experiments_for(["zhang"]))
+    check_snapshot(claims)  # tests/data/claims_tiny.json: bit for bit where it was made
     assert [c.id for c in claims] == IDS and all(PAPER_OF[c.id] == "zhang2025" for c in claims)
     for c in claims:
         assert c.verdict in VERDICTS and c.statistic and c.paper == "zhang2025" and c.can_fail is True

@@ -7,6 +7,10 @@ registers the built-in papers, in report order:
 - ``huang2024``: its predecessor, Huang, Cheng, Liang, *In-Context Convergence of Transformers*;
 - ``collins2024``: Collins, Parulekar, Mokhtari, Sanghavi, Shakkottai, *In-Context Learning with
   Transformers: Softmax Attention Adapts to Function Lipschitzness* (continuous inputs, linear attention);
+- the linear-attention neighbours, held to closed forms on the exact engine (``lipschitz_icl.linattn``):
+  ``zhang2025`` (Zhang, Singh, Latham, Saxe), ``zfb2024`` (Zhang, Frei, Bartlett), ``ahn2023`` (Ahn, Cheng,
+  Daneshmand, Sra), ``mahankali2024`` (Mahankali, Hashimoto, Ma), ``lu2025`` (Lu, Letey, Zavatone-Veth, Maiti,
+  Pehlevan);
 - ``writeup``: a companion write-up of the paper (a blog post);
 - ``questions``: this project's open questions about the paper, and the comparison with baselines.
 
@@ -21,7 +25,8 @@ from ..config_io import PluginImportError, import_isolated
 from ..errors import UserInputError
 from ..experiments.registry import Paper, paper_claims, paper_ids, papers, register_paper
 
-BUILTIN = ("li2025", "huang2024", "collins2024", "writeup", "questions")  # the built-in papers, in report order
+BUILTIN = ("li2025", "huang2024", "collins2024", "zhang2025", "zfb2024", "ahn2023", "mahankali2024", "lu2025",
+           "writeup", "questions")  # the built-in papers, in report order
 for _name in BUILTIN:  # registration: each package registers its paper, then its claims' experiments
     importlib.import_module(f"{__name__}.{_name}")
 
