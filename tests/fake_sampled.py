@@ -14,7 +14,7 @@ from lipschitz_icl.experiments.runner import base_config, rel_runs, run_group
 _REAL = dict(registry._EXPERIMENTS)
 COLLINS = ["features.kind=sphere", "features.d=3", "prompt.N=16", "task.kind=relu_net", "engine.kind=sampled",
            "engine.resample=true", "engine.batch=32", "train.optimizer=adam", "train.lr=0.1", "train.steps=60",
-           "train.log_every=10", "train.eps=1e-9", "eval.functions=32"]
+           "train.log_every=1", "train.eps=1e-9", "eval.functions=32"]  # every step recorded: a job of seconds
 KERNEL = ["train.steps=150", "train.log_every=10", "engine.draws=8", "eval.functions=8", "task.kernel_samples=64"]
 
 

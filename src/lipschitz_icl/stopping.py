@@ -11,7 +11,9 @@ min_k Attn_k >= analysis.t1_level), T_eps, each feature's half-time T_half[k] (f
 1 - Attn_k is at most half its initial value) and T_rel (first step with loss <= r * initial loss,
 for r = 10^(-j/8), j = 1, 2, ...: T_eps on a grid of relative epsilons, eight per decade).
 Recording: every step while T_1 is not reached, for the first ``DENSE_STEPS`` steps, and the
-step T_1 itself; then every ``train.log_every`` steps, and the last.
+step T_1 itself; then every ``train.log_every`` steps, and the last. Continuous inputs (sphere, gaussian_inputs)
+have no feature to attend to, hence no T_1 to resolve: they record every ``train.log_every`` steps from the start
+(recording every step there cost each of the first 200 steps about 1.5 training steps of test prompts).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .config import Config, TrainConfig
+from .inputs import is_continuous
 
 DENSE_STEPS = 200  # every step is recorded until T_1, for at most this many steps
 REL_PER_DECADE = 8  # T_rel levels: 10^(-j / REL_PER_DECADE)
@@ -83,14 +86,15 @@ class RunState:
     error: str | None = None
     final_scores: torch.Tensor | None = None
 
-    def dense(self, step: int) -> bool:
-        """Whether ``step`` is recorded because T_1 has not been reached yet (first DENSE_STEPS steps)."""
-        return self.T_1 is None and step < DENSE_STEPS
+    def dense(self, cfg: Config, step: int) -> bool:
+        """Whether ``step`` is recorded because T_1 has not been reached yet (first DENSE_STEPS steps; never on
+        continuous inputs, which have no T_1)."""
+        return self.T_1 is None and step < DENSE_STEPS and not is_continuous(cfg.features.kind)
 
     def wants_record(self, cfg: Config, step: int) -> bool:
         """Whether ``step`` is recorded whatever its loss (the batched trainer evaluates the full
         attention for it in the step itself; other recorded steps are evaluated apart)."""
-        return step % cfg.train.log_every == 0 or step == cfg.train.steps or self.dense(step)
+        return step % cfg.train.log_every == 0 or step == cfg.train.steps or self.dense(cfg, step)
 
     def observe(self, cfg: Config, step: int, loss: float, attn_min: float,
                 attn_self: list[float] | None = None) -> tuple[bool, bool]:
