@@ -1,18 +1,12 @@
 """The Ahn et al. (AH1, AH2) and Mahankali et al. (MH1) suites: end to end at TINY, each rule on its null and
 planted cases, the one-layer closed form at several (D, N, Lambda), and the free L-layer model's building blocks."""
 
-import pandas as pd
 import pytest
 import torch
-from claims_snapshot import check as check_snapshot
+from suite_support import assert_controls_can_fail, run_suite_at_tiny
 
 import lipschitz_icl.papers.ahn2023  # noqa: F401  (registration)
 import lipschitz_icl.papers.mahankali2024  # noqa: F401
-from lipschitz_icl.experiments import experiments_for, run_experiments
-from lipschitz_icl.experiments.claims import INCONCLUSIVE, NOT_SUPPORTED, SUPPORTED, VERDICTS
-from lipschitz_icl.experiments.controls import controls_of
-from lipschitz_icl.experiments.runner import Context
-from lipschitz_icl.experiments.sizes import TINY
 from lipschitz_icl.linattn import Form, GaussianTask, init_params, optimal_error, optimal_gamma, predict
 from lipschitz_icl.linattn.tokens import token_predict
 from lipschitz_icl.papers.ahn2023.rules import ah1_rule, ah2_rule
@@ -24,23 +18,12 @@ from lipschitz_icl.rng import make_generator
 @pytest.mark.parametrize("suite,ids,paper", [("ahn", ["AH1", "AH2"], "ahn2023"),
                                              ("mahankali", ["MH1"], "mahankali2024")])
 def test_the_suite_runs_at_tiny_size(tmp_path, suite, ids, paper):
-    claims = run_experiments(Context(out=tmp_path, quick=True, sizes=TINY), experiments_for([suite]))
-    check_snapshot(claims)  # tests/data/claims_tiny.json: bit for bit where it was made
-    assert [c.id for c in claims] == ids
-    for c in claims:
-        assert c.verdict in VERDICTS and c.statistic and c.paper == paper and c.can_fail is True
-        assert c.figures and all((tmp_path / f).is_file() for f in c.figures)
-        assert all("look for" in c.captions.get(f, "").lower() for f in c.figures)
-        assert c.verdict != INCONCLUSIVE or c.undecided_because
-        assert c.refinement and "approximation" in c.refinement
-        assert all(len(pd.read_csv(tmp_path / f)) > 0 for f in c.data)
+    run_suite_at_tiny(tmp_path, suite, ids, paper)
 
 
 @pytest.mark.parametrize("cid", ["AH1", "AH2", "MH1"])
 def test_each_rule_rejects_its_nulls_and_accepts_its_planted_case(cid):
-    made = controls_of(cid)
-    assert made.null.verdict == NOT_SUPPORTED and made.planted.verdict == SUPPORTED
-    assert all(c.verdict == NOT_SUPPORTED for c in made.extra.values()) and made.can_fail
+    assert_controls_can_fail(cid)
 
 
 def test_rules_decide_nothing_with_fewer_than_five_seeds():

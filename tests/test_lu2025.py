@@ -7,14 +7,9 @@ import math
 
 import pytest
 import torch
-from claims_snapshot import check as check_snapshot
+from suite_support import assert_controls_can_fail, run_suite_at_tiny
 
 import lipschitz_icl.papers.lu2025  # noqa: F401  (registers the suite)
-from lipschitz_icl.experiments import experiments_for, run_experiments
-from lipschitz_icl.experiments.claims import INCONCLUSIVE, NOT_SUPPORTED, PAPER_OF, SUPPORTED, VERDICTS
-from lipschitz_icl.experiments.controls import controls_of
-from lipschitz_icl.experiments.runner import Context
-from lipschitz_icl.experiments.sizes import TINY
 from lipschitz_icl.linattn import Form, linear_engine, single_error
 from lipschitz_icl.papers.lu2025 import saved, theory
 from lipschitz_icl.papers.lu2025.model import (
@@ -34,24 +29,14 @@ IDS = ["LU1", "LU2"]
 
 
 def test_the_lu_suite_runs_at_tiny_size(tmp_path):
-    claims = run_experiments(Context(out=tmp_path, quick=True, sizes=TINY), experiments_for(["lu"]))
-    check_snapshot(claims)  # tests/data/claims_tiny.json: bit for bit where it was made
-    assert [c.id for c in claims] == IDS and all(PAPER_OF[c.id] == "lu2025" for c in claims)
-    for c in claims:
-        assert c.verdict in VERDICTS and c.statistic and c.paper == "lu2025" and c.can_fail is True
-        assert c.figures and all((tmp_path / f).is_file() for f in c.figures)
-        assert all("look for" in c.captions.get(f, "").lower() for f in c.figures), (c.id, c.captions)
-        assert c.verdict != INCONCLUSIVE or c.undecided_because
-        assert c.refinement
+    claims = run_suite_at_tiny(tmp_path, "lu", IDS, "lu2025")
     assert (tmp_path / "data" / "lu_saved_reproduction.csv").is_file()
     assert claims[1].statistic["real_nulls"]["fresh_tasks_model"]["refuted"]
 
 
 @pytest.mark.parametrize("cid", IDS)
 def test_each_rule_rejects_its_nulls_and_accepts_its_planted_case(cid):
-    made = controls_of(cid)
-    assert made.null.verdict == NOT_SUPPORTED and made.planted.verdict == SUPPORTED
-    assert all(c.verdict == NOT_SUPPORTED for c in made.extra.values()) and made.can_fail
+    assert_controls_can_fail(cid)
 
 
 # values printed by the authors' theory_runs/common.py (mletey/incontext-cleanup @ c690222), run unchanged

@@ -5,14 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from claims_snapshot import check as check_snapshot
+from suite_support import assert_controls_can_fail, run_suite_at_tiny
 
 import lipschitz_icl.papers.zfb2024  # noqa: F401  (registers the suite)
-from lipschitz_icl.experiments import experiments_for, run_experiments
-from lipschitz_icl.experiments.claims import INCONCLUSIVE, NOT_SUPPORTED, PAPER_OF, SUPPORTED, VERDICTS
-from lipschitz_icl.experiments.controls import controls_of
-from lipschitz_icl.experiments.runner import Context
-from lipschitz_icl.experiments.sizes import TINY
 from lipschitz_icl.linattn import GaussianTask, optimal_gamma, single_error
 from lipschitz_icl.papers.zfb2024.common import ANISO3, ISO3, Setting, balanced_at, gradient_flow, zfb_full_init
 from lipschitz_icl.papers.zfb2024.error import zfb_error
@@ -22,24 +17,14 @@ IDS = ["ZF1", "ZF2", "ZF3"]
 
 
 def test_the_zfb_suite_runs_at_tiny_size(tmp_path):
-    claims = run_experiments(Context(out=tmp_path, quick=True, sizes=TINY), experiments_for(["zfb"]))
-    check_snapshot(claims)  # tests/data/claims_tiny.json: bit for bit where it was made
-    assert [c.id for c in claims] == IDS and all(PAPER_OF[c.id] == "zfb2024" for c in claims)
-    for c in claims:
-        assert c.verdict in VERDICTS and c.statistic and c.paper == "zfb2024" and c.can_fail is True
-        assert c.figures and all((tmp_path / f).is_file() for f in c.figures)
-        assert all("look for" in c.captions.get(f, "").lower() for f in c.figures), (c.id, c.captions)
-        assert c.verdict != INCONCLUSIVE or c.undecided_because
-        assert c.refinement
+    claims = run_suite_at_tiny(tmp_path, "zfb", IDS, "zfb2024")
     assert claims[2].forced and claims[2].forced_reason
     assert (tmp_path / "data" / "zfb_convergence.csv").is_file()
 
 
 @pytest.mark.parametrize("cid", IDS)
 def test_each_rule_rejects_its_nulls_and_accepts_its_planted_case(cid):
-    made = controls_of(cid)
-    assert made.null.verdict == NOT_SUPPORTED and made.planted.verdict == SUPPORTED
-    assert all(c.verdict == NOT_SUPPORTED for c in made.extra.values()) and made.can_fail
+    assert_controls_can_fail(cid)
 
 
 CASES = [([1.0, 1.0, 1.0], 10), ([2.0, 1.0, 0.5], 10), ([1.6, 1.2, 0.8, 0.4], 20), ([0.3] * 5, 7), ([3.0, 0.2], 4)]

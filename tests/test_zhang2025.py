@@ -5,14 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from claims_snapshot import check as check_snapshot
+from suite_support import assert_controls_can_fail, run_suite_at_tiny
 
 import lipschitz_icl.papers.zhang2025  # noqa: F401  (registers the suite)
-from lipschitz_icl.experiments import experiments_for, run_experiments
-from lipschitz_icl.experiments.claims import INCONCLUSIVE, NOT_SUPPORTED, PAPER_OF, SUPPORTED, VERDICTS
-from lipschitz_icl.experiments.controls import controls_of
-from lipschitz_icl.experiments.runner import Context
-from lipschitz_icl.experiments.sizes import TINY
 from lipschitz_icl.experiments.staircase import sigmoid_steps, staircase
 from lipschitz_icl.linattn import plateau_losses
 from lipschitz_icl.papers.zhang2025.merged import run_merged
@@ -23,15 +18,8 @@ IDS = ["ZS1", "ZS2", "ZS3"]
 
 
 def test_the_zhang_suite_runs_at_tiny_size(tmp_path):
-    claims = run_experiments(Context(out=tmp_path, quick=True, sizes=TINY), experiments_for(["zhang"]))
-    check_snapshot(claims)  # tests/data/claims_tiny.json: bit for bit where it was made
-    assert [c.id for c in claims] == IDS and all(PAPER_OF[c.id] == "zhang2025" for c in claims)
-    for c in claims:
-        assert c.verdict in VERDICTS and c.statistic and c.paper == "zhang2025" and c.can_fail is True
-        assert c.figures and all((tmp_path / f).is_file() for f in c.figures)
-        assert all("look for" in c.captions.get(f, "").lower() for f in c.figures), (c.id, c.captions)
-        assert c.verdict != INCONCLUSIVE or c.undecided_because
-        assert c.refinement and "half the step size" in c.refinement["approximation"]
+    claims = run_suite_at_tiny(tmp_path, "zhang", IDS, "zhang2025")
+    assert all("half the step size" in c.refinement["approximation"] for c in claims)
     plateaus = claims[2].statistic["plateaus"]
     assert plateaus["closed_form"] == pytest.approx(plateau_losses(ramp(2), 31).tolist())
     assert set(plateaus["measured"]) == {0, 1}
@@ -39,9 +27,7 @@ def test_the_zhang_suite_runs_at_tiny_size(tmp_path):
 
 @pytest.mark.parametrize("cid", IDS)
 def test_each_rule_rejects_its_nulls_and_accepts_its_planted_case(cid):
-    made = controls_of(cid)
-    assert made.null.verdict == NOT_SUPPORTED and made.planted.verdict == SUPPORTED
-    assert made.extra and all(c.verdict == NOT_SUPPORTED for c in made.extra.values()) and made.can_fail
+    assert_controls_can_fail(cid)
 
 
 def test_plateaus_are_the_paper_codes_loss_at_saddle():

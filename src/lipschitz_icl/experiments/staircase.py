@@ -48,7 +48,8 @@ def staircase(t, loss) -> Staircase:
     total = loss[0] - loss[-1]
     if steep == 0 or total <= 0:
         return Staircase([float(loss[0])], [float(t[0])], [])
-    runs = [(a, b) for a, b in _flat_runs(slope < FLAT * steep) if a == 0 or b == len(t) - 1 or b - a + 1 >= MIN_RECORDS]
+    runs = [(a, b) for a, b in _flat_runs(slope < FLAT * steep)
+            if a == 0 or b == len(t) - 1 or b - a + 1 >= MIN_RECORDS]
     levels, starts = [float(loss[0])], [float(t[0])]
     for a, b in runs:
         level = float(loss[a + int(np.argmin(slope[a:b + 1]))])  # where it stands stillest: nearest the saddle
