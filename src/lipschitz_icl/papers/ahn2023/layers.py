@@ -139,7 +139,7 @@ def _judge_ah1(ctx: Context, table: pd.DataFrame, sizes: AhnSizes, one_layer: fl
     why = why or ("" if sup != ref else "fewer than 5 seeds" if not enough else "an interval straddles its line")
     return claim("AH1", crit, stat, sup, ref, figures=[_figure_layers(ctx, table, one_layer)], data=list(data),
                  interval={k: iv[0] for k, iv in ivs.items()}, interval_covers={k: iv[1] for k, iv in ivs.items()},
-                 refinement=refined, undecided_because=why,
+                 refinement=refined, undecided_because=why, distinct_settings=1,
                  notes="At an optimum the error cannot rise with L (A_L = 0 gives the L-1 layer model), so only its "
                        "strict fall is measured. w ~ N(0, I) here (Ahn et al.'s multi-layer theorems take w ~ "
                        "N(0, Lambda^-1)). The commutator part is expected by symmetry: w ~ N(0, I) and x ~ N(0, "
@@ -174,7 +174,7 @@ def _judge_ah2(ctx: Context, table: pd.DataFrame, curves: dict, sizes: AhnSizes,
                   "an interval lies above +5% or straddles a line (the free model not yet at gd_layers' error)")
     return claim("AH2", crit, stat, sup, ref, figures=[_figure_full(ctx, table, curves)], data=list(data),
                  interval={k: iv[0] for k, iv in ivs.items()}, interval_covers={k: iv[1] for k, iv in ivs.items()},
-                 refinement=refined, undecided_because=why,
+                 refinement=refined, undecided_because=why, distinct_settings=1,
                  notes="The core's full form has one layer; the L-layer free model is built here from "
                        "linattn.tokens.layer. With L >= 2 the free model can also transform the x tokens (Ahn et "
                        "al.'s GD++ class), which the gd_layers form cannot.")

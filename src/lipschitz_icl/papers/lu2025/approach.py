@@ -104,6 +104,7 @@ def judge(ctx, level: str, data: list[str], seed0: int = 0) -> tuple[ClaimResult
             f"weights d^2) lies wholly outside +-{GAP_TOL:g}; otherwise inconclusive (a gap that shrinks but is "
             "still above the line asks for larger d).")
     result = claim("LU1", crit, stat, sup, ref, figures=[figure(ctx, table)], data=list(data),
+                   distinct_settings=len(table[["d", "tau"]].drop_duplicates()),  # (d, tau) points read
                    interval={"gap_d_max": stat["abs_gap_interval"][str(stat["d_max"])],
                              "extrapolated_gap": stat["extrapolated_gap_interval"],
                              "shrink_ratio": stat["shrink_ratio_interval"]},

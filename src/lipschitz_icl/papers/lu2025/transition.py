@@ -130,6 +130,7 @@ def judge(ctx, level: str, data: list[str], seed0: int = 0) -> tuple[ClaimResult
             "supported if an interval lies wholly beyond its line or most seeds never cross; else inconclusive.")
     ivs = stat["intervals"]
     result = claim("LU2", crit, stat, sup, ref, figures=[figure(ctx, table), paper_figure(ctx, table, repro)],
+                   distinct_settings=len(table[["d", "kappa"]].drop_duplicates()),  # (d, kappa) points read
                    data=list(data), interval=dict(ivs), interval_covers={k: "seeds: independent pools and pretraining "
                                                                          "sets" for k in ivs},
                    refinement=refined, undecided_because=why,

@@ -182,7 +182,7 @@ def exp_mahankali(ctx: Context) -> list[ClaimResult]:
             "beats one GD step, as the Bayes estimator does); otherwise inconclusive.")
     return [claim("MH1", crit, stat, sup, ref, figures=[_figure(ctx, table, curves)], data=list(data),
                   interval={k: iv[0] for k, iv in ivs.items()}, interval_covers={k: iv[1] for k, iv in ivs.items()},
-                  refinement=refined, undecided_because=why,
+                  refinement=refined, undecided_because=why, distinct_settings=int(table["cov"].nunique()),
                   notes="Gamma* is a closed form (reported under closed_form, fixed by the mathematics); the "
                         "verdict rests on the trained free layer, whose extra blocks (y^2 and x-only paths) could "
                         "in principle add terms beyond x_q^T Gamma h. prediction_gap: mean (yh_trained - yh_GD)^2 "

@@ -115,6 +115,7 @@ def judge(ctx, settings: list[Setting], seeds: list[int], runs: list[ExactRun], 
                              "full_off": f_stat["off_interval"]},
                    interval_covers={"worst_rel": COVERS, "full_rel": FULL_COVERS, "full_off": FULL_COVERS},
                    censored=stat["censored"], refinement=refinement, undecided_because=why,
+                   distinct_settings=len(settings),  # (Lambda, N) pairs, none a rotation or rescaling of another
                    readings={"exact": {"supported": sup, "refuted": ref},
                              "full_form_sampled": {"supported": f_sup, "refuted": f_ref}},
                    notes="The full form here masks the query token out of the keys (tokens.py); the paper's layer "

@@ -118,7 +118,7 @@ def judge(ctx, settings: list[Setting], table: pd.DataFrame, refined: pd.DataFra
     return claim("ZF2", crit, stat, sup, ref, figures=[_figure(ctx, settings, table)], data=list(data),
                  interval={"gap": [min(v[0] for v in stat["gap_intervals"].values()),
                                    max(v[1] for v in stat["gap_intervals"].values())]},
-                 interval_covers={"gap": COVERS}, undecided_because=why,
+                 interval_covers={"gap": COVERS}, undecided_because=why, distinct_settings=len(settings),
                  refinement={"approximation": "twice the test prompts", "agrees": (r_sup, r_ref) == (sup, ref),
                              "verdict_supported": r_sup, "verdict_refuted": r_ref, "statistic": r_stat})
 

@@ -162,7 +162,7 @@ def judge(ctx, level: str, spot: dict[str, float], data: list[str]) -> ClaimResu
             "supported if a covariate curve vanishes or a robust one levels off. Reported beside it: sampled errors "
             "of ZF1's trained Gamma under each shift at M = N, 4N against the exact values.")
     return claim("ZF3", crit, stat, sup, ref, figures=[_figure(ctx, ms, named, control, limits)], data=list(data),
-                 forced=True,
+                 forced=True, distinct_settings=len(named),  # the base settings (iso, aniso), each under every shift
                  forced_reason="Gamma*_N is a closed form and its error under each shift is an exact quadratic in it: "
                                "once ZF1 holds, the curves and their slopes are fixed by the mathematics (the rule "
                                "still rejects its null, a predictor that adapts to the context covariance)",
