@@ -10,7 +10,7 @@ from suite_support import assert_controls_can_fail, run_suite_at_tiny
 import lipschitz_icl.papers.zhang2025  # noqa: F401  (registers the suite)
 from lipschitz_icl.experiments.staircase import sigmoid_steps, staircase
 from lipschitz_icl.linattn import plateau_losses
-from lipschitz_icl.papers.zhang2025.merged import run_merged
+from lipschitz_icl.papers.zhang2025.merged import run_merged, time_course_deviation
 from lipschitz_icl.papers.zhang2025.separate import run_separate, zs3_rule
 from lipschitz_icl.papers.zhang2025.settings import ramp, white
 
@@ -63,3 +63,10 @@ def test_zs3_rule_accepts_a_censored_run_that_fits_as_far_as_it_went():
              "censored": True} for s in range(5)]
     sup, ref, stat = zs3_rule(runs)
     assert not ref and stat["fitting"] == 5
+
+
+def test_gradient_descent_from_an_aligned_start_follows_the_closed_form_logistic():
+    # the gap to the closed-form time course is gradient descent's own O(lr) error: halving lr halves it
+    coarse, fine = time_course_deviation(4, 0.05), time_course_deviation(4, 0.025)
+    assert 1.8 < coarse / fine < 2.2
+    assert abs(2 * fine - coarse) < 1e-3  # extrapolated to lr -> 0
