@@ -28,6 +28,11 @@ from lipschitz_icl.experiments.runner import Context
 from lipschitz_icl.experiments.sizes import TINY
 
 SNAPSHOT = Path(__file__).parent / "data" / "claims_tiny.json"
+# claims whose numbers go through torch.linalg.eigh (AH1: the reflections of Lambda's eigenbasis that close the
+# gd_layers quadrature), whose last bit moved between two Python environments on one machine (same torch, numpy
+# and scipy; a fresh venv gave another last bit), as the golden runs' eta_max and lambda_max did: compared by the
+# tolerance everywhere
+EIGH_CLAIMS = frozenset({"AH1"})
 FIELDS = ("verdict", "statistic", "forced", "censored", "interval", "figures", "runs", "data")
 RTOL, ATOL = 1e-4, 1e-12
 # a coefficient of variation is a ratio of order one: across copies of one setting it is zero up to the BFGS
@@ -79,7 +84,7 @@ def check(claims) -> None:
     found = []
     for cid, fields in record(claims).items():
         if cid in data["claims"]:
-            exact = made_on.get(cid, data["machine"]) == machine()
+            exact = made_on.get(cid, data["machine"]) == machine() and cid not in EIGH_CLAIMS
             found += [f"{d} ({'bit for bit' if exact else 'to 1e-4'})"
                       for d in differences(fields, data["claims"][cid], cid, exact)]
     assert not found, f"claims differ from {SNAPSHOT.name}: {found[:8]}"
