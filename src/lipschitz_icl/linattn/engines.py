@@ -71,16 +71,18 @@ def gd_layers_loss(preconditioners: torch.Tensor, task: GaussianTask, covs: torc
     return (signal + noise).mean() + task.noise ** 2
 
 
-SIGN_GROUP_MAX_DIM = 6  # up to 2^6 = 64 reflections of each context draw
+SIGN_GROUP_MAX_DIM = 7  # up to 2^6 = 64 distinct reflections of each context draw
 
 
 def sign_flips(dim: int, gen: torch.Generator) -> torch.Tensor:
-    """(F, D) sign patterns: all 2^D for small D, else 64 random ones (each with its negation, which gives the
-    same reflected matrix: the first of a pair is kept)."""
+    """(F, D) sign patterns S with a last entry of +1: S and -S give the same reflected matrix (R Lh R with
+    R = U S U^T), so these are the 2^(D-1) distinct reflections for D <= SIGN_GROUP_MAX_DIM, else 64 random ones."""
     if dim <= SIGN_GROUP_MAX_DIM:
-        codes = torch.arange(2 ** dim)[:, None] >> torch.arange(dim)[None] & 1
+        codes = torch.arange(2 ** (dim - 1))[:, None] >> torch.arange(dim)[None] & 1  # the last bit is always 0
         return (1 - 2 * codes).to(DTYPE)
-    return (1 - 2 * torch.randint(2, (2 ** SIGN_GROUP_MAX_DIM, dim), generator=gen)).to(DTYPE)
+    codes = torch.randint(2, (2 ** (SIGN_GROUP_MAX_DIM - 1), dim), generator=gen)
+    codes[:, -1] = 0
+    return (1 - 2 * codes).to(DTYPE)
 
 
 @dataclass
@@ -109,9 +111,9 @@ class ExactEngine(LinearEngine):
     def covs(self) -> torch.Tensor:
         """The fixed draws of Lh = (1/N) sum_n x_n x_n^T (made once), closed under the problem's symmetry: each
         draw comes with its reflections R Lh R, R = U S U^T for the sign flips S in Lambda's eigenbasis U (R Lambda
-        R = Lambda, so Lh and R Lh R are equally likely). The quadrature is then exactly invariant, as the
-        expectation is, and its variance falls: all 2^D flips for D <= SIGN_GROUP_MAX_DIM, else each draw with its
-        antipode in every coordinate (S = -I leaves Lh unchanged, so there a random half of the flips)."""
+        R = Lambda, so Lh and R Lh R are equally likely). With all 2^(D-1) distinct reflections (D <=
+        SIGN_GROUP_MAX_DIM) the quadrature is exactly invariant under A -> R A R, as the expectation is; above that,
+        64 random reflections of each draw make it invariant in expectation only."""
         if self._covs is None:
             gen = make_generator(self.seed, "linattn:context-covs")
             root, n, d = torch.linalg.cholesky(self.task.cov), self.task.n_context, self.task.dim
