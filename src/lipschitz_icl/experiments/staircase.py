@@ -9,9 +9,12 @@ each step between consecutive levels."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from .measure import falling_crossing
 
 FLAT = 0.02  # a slope below 2% of the steepest one is standing still
 MIN_RECORDS = 3  # a stop lasts at least 3 records (a lone slow record in a noisy curve is no plateau)
@@ -69,15 +72,10 @@ def staircase(t, loss) -> Staircase:
 
 
 def crossing(t, loss, level: float) -> float:
-    """The first time the loss is at or below ``level`` (linear interpolation between records)."""
-    t, loss = np.asarray(t, float), np.asarray(loss, float)
-    below = np.flatnonzero(loss <= level)
-    if not len(below):
-        return float("nan")
-    i = int(below[0])
-    if i == 0:
-        return float(t[0])
-    return float(t[i - 1] + (t[i] - t[i - 1]) * (loss[i - 1] - level) / (loss[i - 1] - loss[i]))
+    """The first time the loss falls below ``level``, interpolated between records (``measure.falling_crossing``);
+    nan when it never does."""
+    found = falling_crossing(np.asarray(t, float).tolist(), np.asarray(loss, float).tolist(), level)
+    return math.nan if found is None else found
 
 
 def sigmoid_steps(t, levels, drop_times, width: float) -> np.ndarray:
