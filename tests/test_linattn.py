@@ -21,6 +21,7 @@ from lipschitz_icl.linattn import (
     train_linear,
 )
 from lipschitz_icl.linattn.engines import ExactEngine, exact_single_loss, gd_layers_loss
+from lipschitz_icl.linattn.task import rotated
 from lipschitz_icl.linattn.tokens import token_predict
 from lipschitz_icl.rng import make_generator
 
@@ -29,11 +30,7 @@ SETTINGS = [([0.25, 0.25, 0.25, 0.25], 4, 0.0), ([0.5, 0.3, 0.15, 0.05], 16, 0.0
 
 
 def _task(eigs, n, noise=0.0, rotate=False):
-    cov = torch.diag(torch.tensor(eigs, dtype=torch.float64))
-    if rotate:  # a non-diagonal Lambda
-        q, _ = torch.linalg.qr(torch.randn(len(eigs), len(eigs), generator=make_generator(1, "rot"),
-                                           dtype=torch.float64))
-        cov = q @ cov @ q.T
+    cov = rotated(eigs, 1, "rot") if rotate else torch.diag(torch.tensor(eigs, dtype=torch.float64))
     return GaussianTask.make(cov, n, noise=noise)
 
 

@@ -23,7 +23,7 @@ from ..errors import UserInputError
 from ..registry_names import bind
 from ..rng import make_generator
 from .forms import Form, Params, gamma_of, predict
-from .task import DTYPE, GaussianTask
+from .task import DTYPE, GaussianTask, check_count
 from .tokens import token_predict
 
 _ENGINES: dict[str, type[LinearEngine]] = {}
@@ -150,8 +150,8 @@ class SampledEngine(LinearEngine):
 
     def __post_init__(self) -> None:
         for field, value in (("batch", self.batch), ("n_prompts", self.n_prompts)):
-            if value is not None and (int(value) != value or value < 1):
-                raise UserInputError(f"{field}: must be a whole number >= 1 (got {value})")
+            if value is not None:
+                check_count(field, value)
         self._gen = make_generator(self.seed, "linattn:prompts")
         self._fixed = None if self.n_prompts is None else self.task.draw(int(self.n_prompts), self._gen)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .forms import Form
+from .forms import Form, gamma_of
 from .task import GaussianTask
 
 Arrays = dict[str, np.ndarray]
@@ -30,15 +30,6 @@ class ExactSingle:
 
     def grad(self, gamma: np.ndarray) -> np.ndarray:
         return 2 * (self.lq @ gamma @ self.c - self.b)
-
-
-def gamma_np(form: Form, p: Arrays) -> np.ndarray:
-    """Gamma of a single-layer form (NumPy; forms.gamma_of's twin)."""
-    if form.kind == "merged":
-        return np.einsum("h,hij->ji", p["v"], p["W"])
-    if form.kind == "separate":
-        return np.einsum("h,hri,hrj->ij", p["v"], p["Q"], p["K"])
-    return p["Gamma"] if form.kind == "gamma" else p["A"][0]
 
 
 def param_grads(form: Form, p: Arrays, g: np.ndarray) -> Arrays:
@@ -61,7 +52,7 @@ def descend(form: Form, task: GaussianTask, params: Arrays, lr: float, steps: in
     p = {k: v.copy() for k, v in params.items()}
     rows, history = [], []
     for step in range(int(steps) + 1):
-        gamma = gamma_np(form, p)
+        gamma = gamma_of(form, p)
         if step % record_every == 0 or step == steps:
             value = exact.loss(gamma)
             rows.append((step, step * lr, value, value))

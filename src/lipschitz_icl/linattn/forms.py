@@ -16,13 +16,13 @@ initialisations hold at zero are zero: ``tokens.py`` checks it against the resid
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from ..errors import UserInputError
-from .task import DTYPE
+from .task import DTYPE, check_count
 
 FORMS = ("merged", "separate", "gd_layers", "gamma", "full")
 
@@ -40,9 +40,7 @@ class Form:
         if self.kind not in FORMS:
             raise UserInputError(f"form {self.kind!r}: no such linear-attention form (allowed: {', '.join(FORMS)})")
         for name in ("heads", "rank", "layers"):
-            value = getattr(self, name)
-            if int(value) != value or value < 1:
-                raise UserInputError(f"{name}: must be a whole number >= 1 (got {value})")
+            check_count(name, getattr(self, name))
 
     def shapes(self, dim: int) -> dict[str, tuple[int, ...]]:
         """Parameter name -> shape, for inputs in R^dim."""
@@ -85,11 +83,13 @@ def given_params(form: Form, dim: int, values: Params) -> Params:
 
 
 def gamma_of(form: Form, params: Params) -> torch.Tensor:
-    """Gamma (D x D) of a single-layer form: yh = x_q^T Gamma h."""
+    """Gamma (D x D) of a single-layer form: yh = x_q^T Gamma h (parameters as torch tensors, or as NumPy arrays
+    for fast.py's descent: the result is of the same kind)."""
+    einsum = np.einsum if isinstance(next(iter(params.values())), np.ndarray) else torch.einsum
     if form.kind == "merged":
-        return torch.einsum("h,hij->ji", params["v"], params["W"])  # sum_h v_h W_h^T
+        return einsum("h,hij->ji", params["v"], params["W"])  # sum_h v_h W_h^T
     if form.kind == "separate":
-        return torch.einsum("h,hri,hrj->ij", params["v"], params["Q"], params["K"])  # sum_h v_h Q_h^T K_h
+        return einsum("h,hri,hrj->ij", params["v"], params["Q"], params["K"])  # sum_h v_h Q_h^T K_h
     if form.kind == "gamma":
         return params["Gamma"]
     if not form.single_layer:
@@ -111,6 +111,3 @@ def predict(form: Form, params: Params, x: torch.Tensor, y: torch.Tensor, xq: to
         w = w + torch.einsum("ij,bj->bi", a, torch.einsum("bn,bnd->bd", resid, x) / n)
     return (xq * w).sum(-1)
 
-
-def n_params(form: Form, dim: int) -> int:
-    return sum(math.prod(s) for s in form.shapes(dim).values())

@@ -15,8 +15,24 @@ from dataclasses import dataclass, replace
 import torch
 
 from ..errors import UserInputError
+from ..rng import make_generator
 
 DTYPE = torch.float64
+
+
+def check_count(name: str, value) -> None:
+    """A count the linear-attention core takes (N, heads, steps, a batch...): a whole number >= 1, else a
+    UserInputError naming it."""
+    if int(value) != value or value < 1:
+        raise UserInputError(f"{name}: must be a whole number >= 1 (got {value})")
+
+
+def rotated(eigs, seed: int, stream: str) -> torch.Tensor:
+    """U diag(eigs) U^T, U the Q factor of a Gaussian matrix drawn from the named stream (seed, stream): a
+    covariance with these eigenvalues whose eigenvectors are not the axes."""
+    d = len(eigs)
+    u, _ = torch.linalg.qr(torch.randn(d, d, generator=make_generator(seed, stream), dtype=DTYPE))
+    return u @ torch.diag(torch.as_tensor(eigs, dtype=DTYPE)) @ u.T
 
 
 def _as_cov(cov: torch.Tensor | list | tuple, dim: int | None = None) -> torch.Tensor:
@@ -48,8 +64,7 @@ class GaussianTask:
     def make(cls, cov, n_context: int, noise: float = 0.0, pool=None, query_cov=None) -> GaussianTask:
         """A checked task: ``cov`` as eigenvalues (diagonal) or a matrix; bad input is a UserInputError."""
         lam = _as_cov(cov)
-        if int(n_context) != n_context or n_context < 1:
-            raise UserInputError(f"n_context: must be a whole number >= 1 (got {n_context})")
+        check_count("n_context", n_context)
         if noise < 0:
             raise UserInputError(f"noise: must be >= 0 (got {noise})")
         if pool is not None:

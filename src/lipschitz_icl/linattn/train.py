@@ -21,7 +21,7 @@ from ..rng import make_generator
 from .engines import ExactEngine, linear_engine
 from .fast import descend
 from .forms import Form, Params, gamma_of, given_params, init_params
-from .task import GaussianTask
+from .task import GaussianTask, check_count
 
 COLUMNS = ["step", "t", "loss", "exact"]
 OPTIMIZERS = {"sgd": PlainSGD, "adam": PlainAdam}
@@ -51,8 +51,7 @@ def _check_run(lr: float, steps: int, record_every: int) -> None:
     if not lr > 0:
         raise UserInputError(f"lr: must be > 0 (got {lr})")
     for name, value in (("steps", steps), ("record_every", record_every)):
-        if int(value) != value or value < 1:
-            raise UserInputError(f"{name}: must be a whole number >= 1 (got {value})")
+        check_count(name, value)
 
 
 def train_linear(form: Form, task: GaussianTask, *, lr: float, steps: int, engine: str = "exact", seed: int = 0,

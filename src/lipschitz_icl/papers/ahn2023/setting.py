@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from ...linattn import GaussianTask
-from ...linattn.task import DTYPE
+from ...linattn.task import DTYPE, rotated
 from ...linattn.tokens import layer, tokens
 from ...optim import PlainAdam
 from ...rng import make_generator
@@ -45,9 +45,7 @@ def anisotropic_cov(dim: int) -> torch.Tensor:
     """Lambda = U diag(D, D-1, ..., 1) U^T scaled to tr Lambda = D, U a fixed random rotation (so that
     commuting with Lambda is not being diagonal)."""
     eigs = torch.arange(dim, 0, -1, dtype=DTYPE)
-    eigs = eigs * dim / eigs.sum()
-    u, _ = torch.linalg.qr(torch.randn(dim, dim, generator=make_generator(1, "ahn:rotation"), dtype=DTYPE))
-    return u @ torch.diag(eigs) @ u.T
+    return rotated(eigs * dim / eigs.sum(), 1, "ahn:rotation")
 
 
 def ahn_task(sizes: AhnSizes) -> GaussianTask:

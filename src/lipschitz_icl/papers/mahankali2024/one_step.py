@@ -21,7 +21,7 @@ from ...experiments.figures import captioned
 from ...experiments.registry import experiment
 from ...experiments.runner import Context, single_threaded, write_data
 from ...linattn import Form, GaussianTask, optimal_error, optimal_gamma, train_linear
-from ...linattn.task import DTYPE
+from ...linattn.task import DTYPE, rotated
 from ...linattn.tokens import token_predict
 from ...rng import make_generator
 
@@ -66,8 +66,8 @@ MAH_SIZES = {"tiny": MahSizes(3, 8, 2, 100, 64, 2048), "quick": MahSizes(4, 16, 
 def covariances(dim: int) -> dict[str, torch.Tensor]:
     """Lambda = I_D, and U diag(D, ..., 1) U^T scaled to tr = D (U a fixed random rotation)."""
     eigs = torch.arange(dim, 0, -1, dtype=DTYPE)
-    u, _ = torch.linalg.qr(torch.randn(dim, dim, generator=make_generator(1, "mahankali:rotation"), dtype=DTYPE))
-    return {"isotropic": torch.eye(dim, dtype=DTYPE), "anisotropic": u @ torch.diag(eigs * dim / eigs.sum()) @ u.T}
+    return {"isotropic": torch.eye(dim, dtype=DTYPE), "anisotropic": rotated(eigs * dim / eigs.sum(), 1,
+                                                                              "mahankali:rotation")}
 
 
 def gd_step(task: GaussianTask, x, y, xq) -> torch.Tensor:

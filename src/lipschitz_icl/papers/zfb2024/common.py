@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from ...linattn import Form, GaussianTask, optimal_gamma, single_error, train_linear
+from ...linattn.task import rotated as rotated_cov
 from ...rng import make_generator
 
 DTYPE = torch.float64
@@ -47,9 +48,7 @@ class Setting:
         """The training task: Lambda = diag(eigs), or Q diag(eigs) Q^T for a fixed random rotation Q."""
         lam = torch.diag(torch.tensor(self.eigs, dtype=DTYPE))
         if self.rotated:
-            q, _ = torch.linalg.qr(torch.randn(self.dim, self.dim, generator=make_generator(7, "zfb:rotation"),
-                                               dtype=DTYPE))
-            lam = q @ lam @ q.T
+            lam = rotated_cov(self.eigs, 7, "zfb:rotation")
             lam = (lam + lam.T) / 2
         return GaussianTask.make(lam, self.n_context)
 
