@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import torch
 
+from ...baselines import least_squares  # the Bayes-optimal estimator for noiseless labels with N >= D
 from ...experiments.controls import Controls, case, controls, controls_from
 from ...linattn import Form, GaussianTask, optimal_gamma, predict
 from ...rng import make_generator
-from .one_step import bayes, covariances, gd_step, mh1_rule
+from .one_step import covariances, gd_step, mh1_rule
 
 SEEDS, DIM, N, PROMPTS = 5, 4, 16, 4096
 
@@ -43,7 +44,7 @@ def _perturbed(task, seed, x, y, xq):
 
 
 MH1_CASES = {
-    "null": (lambda t, s, x, y, xq: bayes(x, y, xq),
+    "null": (lambda t, s, x, y, xq: least_squares(x, y, xq),
              "the Bayes-optimal estimator (least squares on the context): error near 0, far below one GD step"),
     "null_two_steps": (_two_steps, "two preconditioned GD steps (A_1 = Gamma*, A_2 = 0.3 Gamma*): below one step"),
     "planted": (_perturbed, "one GD step with Gamma* perturbed by 2% (Frobenius): at the optimum's error"),

@@ -15,6 +15,7 @@ import pandas as pd
 import torch
 
 from ... import plots
+from ...baselines import least_squares  # the Bayes-optimal estimator for noiseless labels with N >= D
 from ...experiments.claims import ClaimResult, claim
 from ...experiments.evidence import refined_conditions, seed_interval
 from ...experiments.figures import captioned
@@ -76,12 +77,6 @@ def gd_step(task: GaussianTask, x, y, xq) -> torch.Tensor:
     return torch.einsum("bi,ij,bj->b", xq, optimal_gamma(task), h)
 
 
-def bayes(x, y, xq) -> torch.Tensor:
-    """The Bayes-optimal estimator for noiseless labels with N >= D: least squares on the context."""
-    w = torch.linalg.lstsq(x, y[..., None]).solution[..., 0]
-    return (xq * w).sum(-1)
-
-
 def mh1_rule(rel: dict[str, list[float]]) -> tuple[bool, bool, dict]:
     """MH1's (supported, refuted, intervals). ``rel``: Lambda's name -> per seed err(trained) / err(GD step) - 1
     on the same held-out prompts. Supported if every interval (median over seeds) lies in [-BELOW_TOL, REACH_TOL];
@@ -137,7 +132,7 @@ def _runs(sizes: MahSizes) -> tuple[pd.DataFrame, dict]:
             with torch.no_grad():
                 gd = float(((gd_step(task, x, y, xq) - yq) ** 2).mean())
                 errs = {"trained": _mse(task, run.params, test), "gd": gd,
-                        "bayes": float(((bayes(x, y, xq) - yq) ** 2).mean())}
+                        "bayes": float(((least_squares(x, y, xq) - yq) ** 2).mean())}
                 gap = float(((token_predict(Form("full"), run.params, x, y, xq) - gd_step(task, x, y, xq)) ** 2).mean())
             rows.append({"cov": name, "seed": seed, **{f"error_{k}": v for k, v in errs.items()},
                          "rel": errs["trained"] / gd - 1, "prediction_gap": gap / gd,
