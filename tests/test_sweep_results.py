@@ -13,9 +13,9 @@ import pytest
 import lipschitz_icl as li
 from lipschitz_icl.errors import UserInputError
 from lipschitz_icl.plots.sweeps import sweep_frame
-from lipschitz_icl.recorder import SCHEMA
+from lipschitz_icl.recorder import SCHEMA, metrics_frame
 from lipschitz_icl.sweep import execute, load_index, load_metrics, load_runs, local, run_sweep
-from lipschitz_icl.sweep.results import RESULTS_DIR, ResultReader, encode_batch
+from lipschitz_icl.sweep.results import RESULTS_DIR, ResultReader, encode_batch, summary_curves
 
 TINY = {"train": {"steps": 8, "log_every": 4}, "engine": {"draws": 8}, "eval": {"functions": 8}}
 
@@ -76,8 +76,9 @@ def test_a_folder_of_both_layouts_reads_every_run(tmp_path):
     runs = load_runs(tmp_path)
     assert [r.config.task.L for r in runs] == [1, 2] and runs[0].dir is not None and runs[1].dir is None
     assert sorted(load_metrics(tmp_path)["name"].unique()) == sorted(rows["name"])
-    alone = li.run(runs[1].config, write=False)
-    pd.testing.assert_frame_equal(runs[1].metrics, alone.metrics)
+    for stored in runs:  # a sweep keeps the summary of its curves by default, in a run directory too
+        alone = li.run(stored.config, write=False).table()
+        pd.testing.assert_frame_equal(stored.metrics, metrics_frame(summary_curves(alone, [alone.num_rows])[0]))
 
 
 def test_the_default_batch_is_sized_by_the_recorded_metrics():
@@ -134,7 +135,7 @@ def test_a_batch_with_runs_that_recorded_nothing_reads_back_checked(tmp_path):
     # a failed run has no metrics: the file's dictionary keeps only the runs with rows, and its checksum holds
     run = li.run(None, ["train.steps=5"], write=False)
     tables = {"a" * 16: run.table(), "b" * 16: SCHEMA.empty_table(), "c" * 16: run.table().slice(0, 7)}
-    name, data, _ = encode_batch(tables, {})
+    name, data, _ = encode_batch(tables, {}, "full")
     (tmp_path / RESULTS_DIR).mkdir()
     (tmp_path / RESULTS_DIR / name).write_bytes(data)
     reader = ResultReader(tmp_path)

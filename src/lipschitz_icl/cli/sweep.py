@@ -59,6 +59,11 @@ OPTION_HELP = ("KEY=VALUE for the slurm / pbs cluster (repeat it): cores, proces
                f"worker process, walltime={DEFAULT_WALLTIME}.")
 
 
+class CurvesKind(StrEnum):
+    summary = "summary"
+    full = "full"
+
+
 class TableFormat(StrEnum):
     markdown = "markdown"
     csv = "csv"
@@ -88,6 +93,10 @@ def run_command(
                                               help=OPTION_HELP),
     jobs: int = typer.Option(None, "--jobs", help="Batch jobs to submit with --cluster slurm / pbs (default 1; "
                              "fewer where they would give more workers than the sweep has runs)."),
+    curves: CurvesKind = typer.Option(None, "--curves", help="What is stored of each run's curves: summary (every "
+                                      "scalar and Attn_k at every record, A, B and attn_cross at the first and last; "
+                                      "under 10 KB a quickstart run) or full (every recorded row). Default: the "
+                                      "spec's curves:, else summary."),
     dry_run: bool = typer.Option(False, "--dry-run", help="With --cluster slurm / pbs: print the job script and how "
                                  "many jobs would be submitted, then exit; nothing is submitted, trained or written."),
 ) -> None:
@@ -115,7 +124,7 @@ def run_command(
         start = time.perf_counter()
         rows, todo = _run_with_bar(sweep.name, target, plan, scheduler, lambda progress: run_sweep(
             sweep, target, workers, scheduler, retry_failed, force, progress, batch=batch, run_dirs=run_dirs,
-            cluster=plan or "local"))
+            cluster=plan or "local", curves=None if curves is None else curves.value))
     _report(sweep.name, rows, todo, time.perf_counter() - start, target)
 
 

@@ -150,11 +150,11 @@ def _reusable(run_dir: Path, cfg: Config) -> Run | None:
 
 def _run_on_dask(ctx: Context, group_dir: Path, configs: list[Config], label: str) -> list[Run]:
     """Train ``configs`` through the Dask sweep engine in a scratch sweep beside the group's runs, and
-    return them as Runs (the caller writes them in the group's own layout)."""
+    return them as Runs (the caller writes them in the group's own layout; every recorded row: ``curves="full"``)."""
     scratch = group_dir / ".sweep"
     shutil.rmtree(scratch, ignore_errors=True)  # a previous attempt's: its finished runs were written already
     try:
-        run_configs(configs, scratch, workers=ctx.workers,
+        run_configs(configs, scratch, workers=ctx.workers, curves="full",
                     progress=lambda done, failed, n: ctx.tick(label, done + failed, n))
     except KeyboardInterrupt:
         raise RunsInterrupted(_sweep_runs(scratch, configs, finished_only=True)) from None

@@ -23,7 +23,7 @@ from typing import Any
 from ..errors import UserInputError
 from .local import OnResult
 from .spec import Point
-from .worker import ignore_sigint, run_batch_task
+from .worker import Keep, ignore_sigint, run_batch_task
 
 FailedResult = Callable[[Point, str], dict[str, Any]]
 CONNECT_TIMEOUT_S = 20.0  # a hard deadline for reaching a --scheduler, whatever answers there
@@ -189,10 +189,10 @@ class _Watch:
 
 
 def run_on_dask(client: Any, batches: Iterable[list[Point]], on_result: OnResult, failed_result: FailedResult,
-                save_params: bool, encode: bool = False) -> None:
+                keep: Keep, encode: bool = False) -> None:
     """Run ``batches`` (lists of points, see ``execute.plan_batches``) on ``client``'s workers, one
     task per batch, and hand a batch's results to ``on_result`` (a list of (point, result)) as its task returns;
-    with ``encode`` the worker encodes the batch's results file (``on_result(pairs, encoded)``).
+    with ``encode`` the worker encodes the batch's results file (``on_result(pairs, encoded)``) of what ``keep`` keeps.
 
     A batch is submitted only to a worker thread that is idle (``workers=[address]``), so a worker
     never holds a second batch besides the one it executes: when a run kills its worker, no other
@@ -203,14 +203,14 @@ def run_on_dask(client: Any, batches: Iterable[list[Point]], on_result: OnResult
     retried one point per task, first in the queue, so only the point that kills its worker is
     recorded ``failed_result(point, text)``; a batch of one point is recorded so at once."""
     try:
-        _drive(client, collections.deque(batches), on_result, failed_result, save_params, encode)
+        _drive(client, collections.deque(batches), on_result, failed_result, keep, encode)
     except (asyncio.CancelledError, concurrent.futures.CancelledError):  # only distributed cancels our futures:
         # when the connection to the scheduler is lost (those of lost workers are dropped before they are read)
         raise SchedulerLost("the Dask scheduler went away (the connection to it was lost)") from None
 
 
 def _drive(client: Any, queue: collections.deque, on_result: OnResult, failed_result: FailedResult,
-           save_params: bool, encode: bool) -> None:
+           keep: Keep, encode: bool) -> None:
     """``run_on_dask``'s loop: submit batches to idle workers, hand on results, keep the deadlines (``_Watch``).
     A finished batch's result is fetched, its worker given the next batch, and only then the result stored, so
     that a worker does not wait while the driver writes."""
@@ -218,7 +218,7 @@ def _drive(client: Any, queue: collections.deque, on_result: OnResult, failed_re
 
     running: dict[Any, tuple[list[Point], str]] = {}
     watch = _Watch(client)
-    submit = _Submitter(client, queue, running, save_params, encode)
+    submit = _Submitter(client, queue, running, keep, encode)
     while queue or running:
         alive = watch.alive()
         submit(alive)
@@ -270,9 +270,9 @@ class _Submitter:
     (Dask does not walk text looking for futures), made ahead for the batch next in line (``prepare``)."""
 
     def __init__(self, client: Any, queue: collections.deque, running: dict[Any, tuple[list[Point], str]],
-                 save_params: bool, encode: bool) -> None:
+                 keep: Keep, encode: bool) -> None:
         self.client, self.queue, self.running = client, queue, running
-        self.save_params, self.encode = save_params, encode
+        self.keep, self.encode = keep, encode
         self.ready: tuple[list[Point], list[str]] | None = None  # (batch, its configs' JSON)
 
     def prepare(self) -> None:
@@ -285,7 +285,7 @@ class _Submitter:
             ready, self.ready = self.ready, None
             datas = ready[1] if ready is not None and ready[0] is points else _config_texts(points)
             hashes = [p.config_hash for p in points] if self.encode else None
-            future = self.client.submit(run_batch_task, datas, self.save_params, hashes, pure=False,
+            future = self.client.submit(run_batch_task, datas, self.keep, hashes, pure=False,
                                         workers=[addr], allow_other_workers=True)
             self.running[future] = (points, addr)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -20,20 +19,18 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from ..checksums import sha256_hex
 from ..config import Config
 from ..errors import UserInputError
-from ..recorder import SCHEMA, as_table
-from ..store import SUMMARY_FILE, atomic_write_text, json_text, write_run_files
+from ..store import atomic_write_text
 from .dask_backend import close_client, open_local_cluster, run_on_dask, warm_fork_server
-from .index import FINISHED, INDEX_FILE, RUNS_DIR, Index, StoredRun, load_index
+from .index import FINISHED, INDEX_FILE, RUNS_DIR, Index, load_index
 from .jobqueue import ClusterPlan, checked_plan, connect
 from .local import flush_every, run_in_process
-from .results import RESULTS_DIR, Encoded, remove_unnamed, write_batch
+from .results import RESULTS_DIR, check_curves, remove_unnamed
 from .spec import Point, Sweep, batch_group, load_sweep
-from .worker import encode_pairs, failed_summary
+from .storing import BatchStore, ProgressFn
+from .worker import Keep, failed_summary
 
-ProgressFn = Callable[[int, int, int], None]  # (done, failed, total) over the runs this call executes
 SPEC_FILE = "sweep.yaml"
 LOCK_FILE = ".lock"
 DEFAULT_BATCH = None  # runs per batch (``--batch``); None: sized by memory (``auto_batch``)
@@ -173,77 +170,6 @@ def _killed_at_start(sweep_dir: Path) -> bool:
             and (not runs.exists() or (runs.is_dir() and not any(runs.iterdir()))))
 
 
-def _owner(run_dir: Path) -> str | None:
-    """The config hash a run directory's summary.json names (None: no readable summary)."""
-    try:
-        return json.loads((run_dir / SUMMARY_FILE).read_text()).get("config_hash")
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
-class _Recorder:
-    """Stores each batch's results as they arrive, then their index rows in one transaction: by default one
-    results file per batch (``results.write_batch``); with ``run_dirs`` each run's directory, as ``run`` writes
-    it (atomically; never over another run's)."""
-
-    def __init__(self, sweep_dir: Path, index: Index, total: int, progress: ProgressFn | None,
-                 run_dirs: bool = False) -> None:
-        self.sweep_dir, self.index, self.total, self.progress = sweep_dir, index, total, progress
-        self.run_dirs = run_dirs
-        self.names = index.names()  # config hash -> directory: a known run keeps its directory
-        self.done = self.failed = 0
-
-    def __call__(self, batch: list[tuple[Point, dict[str, Any]]], encoded: Encoded | None = None) -> None:
-        """Store a batch's results (``encoded``: their results file, encoded by the worker)."""
-        if not batch:
-            return
-        summaries = [{**result["summary"], "config_hash": point.config_hash} for point, result in batch]
-        elapsed = [result["elapsed_s"] for _, result in batch]
-        if self.run_dirs:
-            written = [self._write_dir(point, result, summary) for (point, result), summary in
-                       zip(batch, summaries, strict=True)]
-            elapsed = [t if ok else None for t, ok in zip(elapsed, written, strict=True)]
-            stored = [(None, _config_json(p, r), json_text(s), None) for (p, r), s in
-                      zip(batch, summaries, strict=True)]
-        else:
-            stored = self._write_batch(batch, summaries, encoded)
-        self.index.record_batch([(point.config_hash, summary, t, where) for (point, _), summary, t, where
-                                 in zip(batch, summaries, elapsed, stored, strict=True)])  # after the files
-        failed = sum(s.get("status") == "failed" for s in summaries)
-        self.failed += failed
-        self.done += len(batch) - failed
-        if self.progress is not None:
-            self.progress(self.done, self.failed, self.total)
-
-    def _write_batch(self, batch: list[tuple[Point, dict[str, Any]]], summaries: list[dict],
-                     encoded: Encoded | None) -> list[StoredRun]:
-        """One results file for the batch's metrics (and params); each run's config and summary go to the index."""
-        if encoded is None:
-            encoded = encode_pairs(batch)
-        file = write_batch(self.sweep_dir, encoded)
-        digest = sha256_hex(encoded[1])  # the file's bytes, in memory: what a reader checks it by
-        return [(file, _config_json(point, result), json_text(summary), digest)
-                for (point, result), summary in zip(batch, summaries, strict=True)]
-
-    def _write_dir(self, point: Point, result: dict[str, Any], summary: dict) -> bool:
-        """``--run-dirs``: the run's own directory (config.yaml, metrics.parquet, params.pt, summary.json).
-        False, and ``summary`` made ``failed``, where the directory holds another config's run."""
-        metrics = as_table(result["metrics"]) if result["metrics"] is not None else SCHEMA.empty_table()
-        run_dir = self.sweep_dir / RUNS_DIR / self.names[point.config_hash]
-        owner = _owner(run_dir)
-        if owner is not None and owner != point.config_hash:  # never write one run over another
-            summary.update(status="failed", error=f"{run_dir.name}: the directory holds the run of config {owner}; "
-                           "not overwritten")
-            return False
-        write_run_files(run_dir, point.config.to_yaml(), metrics, summary, result.get("params"))
-        return True
-
-
-def _config_json(point: Point, result: dict[str, Any]) -> str:
-    """The run's resolved config as JSON (the worker's, else rebuilt from the spec)."""
-    return result.get("config") or point.config.model_dump_json()
-
-
 def execute_points(
     points: Sequence[Point],
     out: str | Path,
@@ -254,7 +180,7 @@ def execute_points(
     progress: ProgressFn | None = None,
     spec_yaml: str | None = None,
     name: str | None = None,
-    save_params: bool = True,
+    keep: Keep = Keep(),
     batch: int | None = DEFAULT_BATCH,
     run_dirs: bool = False,
     plan: ClusterPlan | None = None,
@@ -266,7 +192,8 @@ def execute_points(
     runs to do. ``workers`` None: one per core, or this process for a sweep that is one batch (a local cluster
     takes ~3 s to start, more than it saves such a sweep). Compatible points run ``batch`` at a time
     (``plan_batches``). A ``scheduler`` is reached (a ``plan``'s scheduler started) before anything is written.
-    Results are stored by batch (``results``), or with ``run_dirs`` in one directory per run."""
+    Results are stored by batch (``results``), or with ``run_dirs`` in one directory per run; of each run what
+    ``keep`` says (its params or not, its curves in summary or in full)."""
     sweep_dir = Path(out)
     chosen, workers = workers is None, default_workers() if workers is None else workers
     if workers < 1:
@@ -274,6 +201,7 @@ def execute_points(
     if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
         raise UserInputError(f"--batch must be an integer >= 1 (got {batch!r})")
     every = flush_every()  # a bad LIPSCHITZ_ICL_FLUSH_S is refused before anything is written
+    check_curves(keep.curves)
     check_sweep_dir(sweep_dir, name, force)
     client, cluster = connect(scheduler, plan)
     try:
@@ -283,12 +211,12 @@ def execute_points(
             raise UserInputError(f"{sweep_dir}: cannot create the sweep directory ({e.strerror})") from None
         with _exclusive(sweep_dir), Index(sweep_dir) as index:
             todo = _register(sweep_dir, index, points, spec_yaml, retry_failed, force)
-            recorder = _Recorder(sweep_dir, index, len(todo), progress, run_dirs)
+            recorder = BatchStore(sweep_dir, index, len(todo), progress, run_dirs, keep.curves)
             if progress is not None:
                 progress(0, 0, len(todo))
             alone = plan_batches(todo, batch) if client is None and (chosen or workers == 1) else None
             if alone is not None and (workers == 1 or len(alone) == 1):  # one batch: a cluster costs more
-                run_in_process(alone, recorder, save_params, every, encode=not run_dirs)  # than it saves
+                run_in_process(alone, recorder, keep, every, encode=not run_dirs)  # than it saves
             elif todo:
                 if plan is not None:
                     plan.submit(client, cluster, len(todo))  # the jobs, then the first worker
@@ -296,7 +224,7 @@ def execute_points(
                     client, cluster = open_local_cluster(min(workers, len(todo)))
                 expected = plan.processes * plan.jobs_for(len(todo)) if plan else len(client.nthreads())
                 batches = plan_batches(todo, batch, max(2, expected))
-                run_on_dask(client, batches, recorder, _failed_result, save_params, encode=not run_dirs)
+                run_on_dask(client, batches, recorder, _failed_result, keep, encode=not run_dirs)
             remove_unnamed(sweep_dir, index.results_files())  # files of runs trained again (--force, --retry-failed)
     finally:
         if client is not None:
@@ -348,6 +276,7 @@ def run_sweep(
     cluster: str | ClusterPlan = "local",
     cluster_options: dict[str, Any] | None = None,
     jobs: int | None = None,
+    curves: str | None = None,
 ) -> pd.DataFrame:
     """Run a sweep spec (a YAML path, a mapping, or a loaded ``Sweep``) into ``out`` (default
     ``sweeps/<name>``) and return its rows of the index, in spec order.
@@ -361,12 +290,17 @@ def run_sweep(
     results file per batch under ``results/`` (read either back with ``load_runs`` or ``load_metrics``).
     ``cluster``: ``"local"`` (the above), or ``"slurm"`` / ``"pbs"``: Dask workers in ``jobs`` batch jobs (default
     1) submitted through dask-jobqueue, ``cluster_options`` its keywords (``cores``, ``memory``, ``queue``, ...;
-    see docs/SWEEPS.md), or a ``ClusterPlan`` from ``plan_cluster`` (``.job_script()``: what would be submitted)."""
+    see docs/SWEEPS.md), or a ``ClusterPlan`` from ``plan_cluster`` (``.job_script()``: what would be submitted).
+    ``curves``: what is stored of each run's curves, ``"summary"`` or ``"full"`` (``results.CURVES``; default: the
+    spec's ``curves:``, itself "summary" by default)."""
     plan = checked_plan(cluster, cluster_options, jobs, workers, scheduler)
+    if curves is not None:
+        check_curves(curves, "--curves")
     sweep = spec if isinstance(spec, Sweep) else load_sweep(spec, on_count=warm_workers(workers, scheduler, plan))
     out = Path(out) if out is not None else Path("sweeps") / sweep.name
     return execute_points(sweep.points, out, workers, scheduler, retry_failed, force, progress,
-                          spec_yaml=sweep.resolved_yaml(), name=sweep.name, save_params=sweep.spec.params,
+                          spec_yaml=sweep.resolved_yaml(), name=sweep.name,
+                          keep=Keep(sweep.spec.params, curves or sweep.spec.curves),
                           batch=batch, run_dirs=run_dirs, plan=plan)
 
 
@@ -384,11 +318,12 @@ def run_configs(
     cluster: str | ClusterPlan = "local",
     cluster_options: dict[str, Any] | None = None,
     jobs: int | None = None,
+    curves: str = "summary",
 ) -> pd.DataFrame:
     """Run a list of configs as a sweep in ``out`` (no spec file) and return their index rows in
     the order given (configs with equal hashes share one row). ``labels``: optional per-config
     axis values stored in the index's ``axes`` column (and expanded into columns); ``cluster``, ``cluster_options``,
-    ``jobs``: as for ``run_sweep``."""
+    ``jobs``, ``curves``: as for ``run_sweep``."""
     plan = checked_plan(cluster, cluster_options, jobs, workers, scheduler)
     if labels is not None and len(labels) != len(configs):
         raise UserInputError(f"labels: {len(labels)} given for {len(configs)} configs")
@@ -404,4 +339,4 @@ def run_configs(
         axes = dict(labels[i]) if labels is not None else {}
         points.append(Point.of(len(points), axes, cfg))
     return execute_points(points, out, workers, scheduler, retry_failed, force, progress, batch=batch,
-                          run_dirs=run_dirs, plan=plan)
+                          run_dirs=run_dirs, plan=plan, keep=Keep(curves=check_curves(curves)))

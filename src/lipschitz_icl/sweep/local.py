@@ -17,7 +17,7 @@ from ..interrupts import deferred_signals, interrupt_latch
 from ..limits import env_number
 from ..threads import cores, single_threaded_torch
 from .spec import Point
-from .worker import encode_pairs, execute_batch
+from .worker import Keep, encode_pairs, execute_batch
 
 # a batch's results, [(point, result)], stored together; on Dask also their metrics and params already encoded
 # as a results file (``results.encode_batch``) when the task was asked to
@@ -27,12 +27,12 @@ FLUSH_ENV = "LIPSCHITZ_ICL_FLUSH_S"  # overrides FLUSH_S (0: store each run the 
 SPLIT_RUNS = 128  # runs stored at once from which two results files are encoded at the same time
 
 
-def run_in_process(batches: Iterable[list[Point]], on_result: OnResult, save_params: bool,
+def run_in_process(batches: Iterable[list[Point]], on_result: OnResult, keep: Keep,
                    every: float = FLUSH_S, encode: bool = True) -> None:
     """``--workers 1``: every batch in this process, one after the other, without Dask. Runs that stopped are
     stored together at most FLUSH_S seconds after they stopped, at the end of each batch, and when Ctrl-C
-    stops it; ``encode``: results files encoded here, two at once for many runs (else ``on_result`` stores
-    them itself: run directories)."""
+    stops it; ``encode``: results files (of what ``keep`` keeps) encoded here, two at once for many runs (else
+    ``on_result`` stores them itself: run directories)."""
     with single_threaded_torch(), interrupt_latch() as check_interrupt:  # same numbers as on the workers
         for points in batches:
             check_interrupt()  # a Ctrl-C that some library swallowed while the last batch was written
@@ -47,13 +47,13 @@ def run_in_process(batches: Iterable[list[Point]], on_result: OnResult, save_par
 
             def tick(pending: list = pending, last: list = last, every: float = every) -> None:
                 if pending and time.monotonic() - last[0] >= every:
-                    _flush(on_result, pending, encode)
+                    _flush(on_result, pending, keep.curves if encode else None)
                     last[0] = time.monotonic()
 
             try:
-                execute_batch([_in_process(p.config) for p in points], stopped, save_params, tick)
+                execute_batch([_in_process(p.config) for p in points], stopped, keep.params, tick)
             finally:
-                _flush(on_result, pending, encode)
+                _flush(on_result, pending, keep.curves if encode else None)
             if "interrupted" in statuses:  # Ctrl-C inside the training loop
                 raise KeyboardInterrupt
 
@@ -77,16 +77,17 @@ def flush_every() -> float:
     return value
 
 
-def _flush(on_result: OnResult, pending: list[tuple[Point, dict[str, Any]]], encode: bool = False) -> None:
-    """Store the pending results (Ctrl-C waits until they are) and empty the list; ``encode``: as results files
-    encoded here, two at once (this thread and a helper) for SPLIT_RUNS runs or more on more than one core."""
+def _flush(on_result: OnResult, pending: list[tuple[Point, dict[str, Any]]], encode: str | None = None) -> None:
+    """Store the pending results (Ctrl-C waits until they are) and empty the list; ``encode`` (the curves to keep,
+    ``results.CURVES``): as results files encoded here, two at once (this thread and a helper) for SPLIT_RUNS runs
+    or more on more than one core."""
     with deferred_signals():
         if encode and len(pending) >= SPLIT_RUNS and cores() > 1:
             half = len(pending) // 2
             first, second = pending[:half], pending[half:]
             with ThreadPoolExecutor(1, thread_name_prefix="lipschitz-icl-encode") as helper:
-                encoding = helper.submit(encode_pairs, first)
-                encoded = encode_pairs(second)
+                encoding = helper.submit(encode_pairs, first, encode)
+                encoded = encode_pairs(second, encode)
                 on_result(first, encoding.result())
             del pending[:half]
             on_result(second, encoded)

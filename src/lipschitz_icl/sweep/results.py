@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import torch
 
 from ..api import Run, load_run
@@ -61,13 +62,49 @@ def batch_file(hashes: Iterable[str]) -> str:
 
 Encoded = tuple[str, bytes, bytes | None]  # (file name, parquet bytes, params bytes or None)
 
+# what a sweep stores of each run's curves (spec ``curves:``, ``--curves``): "summary" keeps every scalar and
+# Attn_k (attn_self, per layer and head too) at every record, and the K x K blocks (the merged Q's A_k = v_k^T Q v_k
+# and B_{k,n}, the cross attention Attn_{k->n}) at the run's first and last record only; "full": every row
+CURVES = ("summary", "full")
+ENDS_ONLY = ("A", "B")  # metrics kept at a run's first and last record only under "summary", besides ...
+ENDS_ONLY_PREFIX = "attn_cross"  # ... attn_cross and attn_cross@LlHh
 
-def encode_batch(tables: dict[str, pa.Table | Recorder], params: dict[str, dict[str, torch.Tensor]]) -> Encoded:
+
+def check_curves(curves: str, option: str = "curves") -> str:
+    """``curves`` when it is one of CURVES, else UserInputError naming ``option`` and the allowed values."""
+    if curves not in CURVES:
+        raise UserInputError(f"{option}: {curves!r} is not allowed (allowed: {', '.join(CURVES)})")
+    return curves
+
+
+def summary_curves(table: pa.Table, counts: list[int]) -> tuple[pa.Table, list[int]]:
+    """The rows of runs' joined metrics ``table`` (``counts[i]`` rows each, records in step order) that a
+    "summary" keeps (see CURVES), and each run's number of rows kept."""
+    if not table.num_rows:
+        return table, counts
+    metric = table.column("metric")
+    ends_only = pc.or_(pc.is_in(metric, pa.array(ENDS_ONLY)), pc.starts_with(metric, ENDS_ONLY_PREFIX))
+    ends_only = ends_only.to_numpy(zero_copy_only=False)
+    steps = table.column("step").to_numpy()
+    sizes = np.asarray(counts, dtype=np.int64)
+    run = np.repeat(np.arange(len(counts)), sizes)
+    stops = np.cumsum(sizes)
+    held = sizes > 0
+    first, last = np.zeros(len(counts), dtype=np.int64), np.zeros(len(counts), dtype=np.int64)
+    first[held], last[held] = steps[(stops - sizes)[held]], steps[stops[held] - 1]
+    keep = ~ends_only | (steps == first[run]) | (steps == last[run])
+    return table.filter(pa.array(keep)), np.bincount(run[keep], minlength=len(counts)).tolist()
+
+
+def encode_batch(tables: dict[str, pa.Table | Recorder], params: dict[str, dict[str, torch.Tensor]],
+                 curves: str = "summary") -> Encoded:
     """The metrics ``tables`` (config hash -> table of ``recorder.SCHEMA``, or the Recorder that makes it) as the
-    bytes of one checksummed parquet file, ``params`` (config hash -> state dict; may be empty) as the bytes of
-    one torch file, and the file's name: what ``write_batch`` writes (a Dask worker encodes its batch, the driver
-    only writes)."""
+    bytes of one checksummed parquet file, of their rows that ``curves`` keeps (CURVES), ``params`` (config hash ->
+    state dict; may be empty) as the bytes of one torch file, and the file's name: what ``write_batch`` writes (a
+    Dask worker encodes its batch, the driver only writes)."""
     table, rows = joined_table(list(tables.values()))
+    if curves == "summary":
+        table, rows = summary_curves(table, rows)
     held = [(h, n) for h, n in zip(tables, rows, strict=True) if n]  # a failed run has no rows
     if not held:
         table = TABLE_SCHEMA.empty_table()

@@ -11,6 +11,8 @@
       features.d: [3, 5]
     seeds: 3                           # innermost axis: seed = base seed + 0, 1, 2 (or a list)
     params: true                       # write each run's params.pt (default)
+    curves: summary                    # per run: every scalar and Attn_k at every record, the K x K blocks at the
+                                       # first and last (default); full: every recorded row
 
 Range strings are read by a small regular-expression parser (never ``eval``):
 ``linspace(a, b, n)`` is n evenly spaced values from a to b; ``logspace(a, b, n)`` is 10**x for
@@ -27,7 +29,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -107,6 +109,9 @@ class SweepSpec(BaseModel):
     seeds: Any = Field(None, description="n (seeds base+0..n-1) or a list of seeds")
 
     params: bool = Field(True, description="write each run's trained parameters (params.pt)")
+    curves: Literal["summary", "full"] = Field(
+        "summary", description="what is stored of each run's curves: summary (every scalar and Attn_k at every "
+        "record; A, B and attn_cross at the first and last record) or full (every recorded row)")
 
     @field_validator("name")
     @classmethod

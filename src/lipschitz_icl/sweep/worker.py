@@ -8,6 +8,7 @@ import json
 import signal
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -19,6 +20,15 @@ from ..config import Config, validate_config
 from ..recorder import SCHEMA, as_table
 from ..train_batch import StepFn
 from .results import Encoded, encode_batch
+
+
+@dataclass(frozen=True)
+class Keep:
+    """What a sweep stores of each run: its trained parameters (``params``: params.pt; spec ``params:``) and its
+    curves (``curves``: "summary" or "full", ``results.CURVES``; spec ``curves:``, ``--curves``)."""
+
+    params: bool = True
+    curves: str = "summary"
 
 
 def failed_summary(data: dict[str, Any], error: str) -> dict[str, Any]:
@@ -113,37 +123,38 @@ def execute_batch(datas: list[ConfigData], on_result: BatchResultFn, save_params
                 report(pos, execute_config(datas[pos], save_params))
 
 
-def run_batch_task(datas: list[ConfigData], save_params: bool = True, hashes: list[str] | None = None
+def run_batch_task(datas: list[ConfigData], keep: Keep = Keep(), hashes: list[str] | None = None
                    ) -> tuple[list[tuple[int, dict[str, Any]]], Encoded | None]:
     """A batch of sweep points on a worker (single-threaded torch): ``(position, result)`` pairs, in the
-    order the runs stopped, and with ``hashes`` (the points' config hashes) the batch's metrics and params
-    encoded as one results file (``results.encode_batch``; the results then carry neither), so that the
-    driver only writes bytes."""
+    order the runs stopped, and with ``hashes`` (the points' config hashes) the batch's metrics (the rows
+    ``keep.curves`` keeps) and params encoded as one results file (``results.encode_batch``; the results then
+    carry neither), so that the driver only writes bytes."""
     if torch.get_num_threads() != 1:
         torch.set_num_threads(1)
     results: list[tuple[int, dict[str, Any]]] = []
-    execute_batch(datas, lambda pos, result: results.append((pos, result)), save_params)
+    execute_batch(datas, lambda pos, result: results.append((pos, result)), keep.params)
     if hashes is None:  # the results travel to the driver: tables, not recorders
         for _, result in results:
             result["metrics"] = as_table(result["metrics"])
         return results, None
-    encoded = encode_results([r for _, r in results], [hashes[pos] for pos, _ in results])
+    encoded = encode_results([r for _, r in results], [hashes[pos] for pos, _ in results], keep.curves)
     for _, result in results:
         result["metrics"] = result["params"] = None
     return results, encoded
 
 
-def encode_pairs(pairs: list[tuple[Any, dict[str, Any]]]) -> Encoded:
+def encode_pairs(pairs: list[tuple[Any, dict[str, Any]]], curves: str = "summary") -> Encoded:
     """``encode_results`` of (sweep point, result) pairs, each run named by its point's config hash."""
-    return encode_results([r for _, r in pairs], [p.config_hash for p, _ in pairs])
+    return encode_results([r for _, r in pairs], [p.config_hash for p, _ in pairs], curves)
 
 
-def encode_results(results: list[dict[str, Any]], hashes: list[str]) -> Encoded:
-    """``encode_batch`` of results (``execute_config``'s form), the run of config ``hashes[i]`` in ``results[i]``."""
+def encode_results(results: list[dict[str, Any]], hashes: list[str], curves: str = "summary") -> Encoded:
+    """``encode_batch`` of results (``execute_config``'s form), the run of config ``hashes[i]`` in ``results[i]``,
+    of their curves what ``curves`` keeps."""
     tables = {h: r["metrics"] if r["metrics"] is not None else SCHEMA.empty_table()
               for h, r in zip(hashes, results, strict=True)}  # tables, or recorders of the runs just trained
     params = {h: r["params"] for h, r in zip(hashes, results, strict=True) if r.get("params") is not None}
-    return encode_batch(tables, params)
+    return encode_batch(tables, params, curves)
 
 
 def ignore_sigint() -> None:
