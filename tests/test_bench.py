@@ -15,6 +15,7 @@ from lipschitz_icl.bench.sections.batched import _why_slower
 from lipschitz_icl.bench.sections.reproduce import (
     BASELINE_COMMIT,
     BASELINE_WALL_S,
+    QUICK_TARGET_S,
     baseline_source,
     experiment_times,
     summarise,
@@ -215,14 +216,16 @@ def test_reproduce_section_splits_its_time_between_old_and_new_experiments(tmp_p
     times = experiment_times(path)
     assert times == {"exp_eps_axis": (50.0, ["R4"]), "exp_threshold": (30.0, ["P4", "P4a"])}
     assert experiment_times(tmp_path / "missing.json") == {}
-    slow = summarise(2 * BASELINE_WALL_S, 0, times, BASELINE_WALL_S, timed=True)
-    (target,) = slow["targets"]
-    assert not target["met"] and "50 s go to the 1 experiments" in target["why"] and "take 30 s now" in target["why"]
+    slow = summarise(2 * QUICK_TARGET_S, 0, times, BASELINE_WALL_S, timed=True, same_then=20.0)
+    same, whole = slow["targets"]
+    assert not same["met"] and same["measured"] == 1.5 and "take 30 s now against 20 s for its experiments" in same["why"]
+    assert not whole["met"] and whole["measured"] == 2.0 and "50 s of the 360 s go to the 1 experiments" in whole["why"]
     landed = {r["experiment"]: r["landed since the baseline"] for r in slow["rows"]}
     assert landed == {"exp_eps_axis": True, "exp_threshold": False, "whole command": "",
                       f"whole command at the baseline ({BASELINE_COMMIT})": ""}
-    fast = summarise(0.5 * BASELINE_WALL_S, 0, times, BASELINE_WALL_S, timed=False)
-    assert fast["targets"][0]["met"] and "recorded then" in fast["notes"][0]
+    fast = summarise(0.5 * QUICK_TARGET_S, 0, times, BASELINE_WALL_S, timed=False)
+    assert all(t["met"] for t in fast["targets"]) and "recorded then" in fast["notes"][0]
+    assert "for its whole command" in fast["notes"][1]
 
 
 def test_reproduce_section_exports_the_baseline_build_from_git(tmp_path):

@@ -59,26 +59,35 @@ class BatchStates:
         return (step % self.log_every[rows] == 0) | (step == self.budget[rows]) | dense
 
     def observe(self, rows: np.ndarray, step: int, loss: np.ndarray, attn_min: np.ndarray,
-                attn_self: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+                attn_self: np.ndarray | None, wanted: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``RunState.observe`` for the runs ``rows`` at ``step``: their losses (r,), min_k Attn_k (r,)
-        and Attn_k (r, K) or None. Returns (record this step, the run ends here), each (r,)."""
+        and Attn_k (r, K) or None; ``wanted``: ``wants_record(rows, step)`` when the caller has it already.
+        Returns (record this step, the run ends here), each (r,)."""
         self._start(rows, loss)
         loss_0 = self.loss_0[rows]
         diverged = ~np.isfinite(loss) | (loss > self.diverge[rows] * loss_0)
-        self.status[rows[diverged]] = DIVERGED
-        live = ~diverged
-        record = self.wants_record(rows, step)
+        if diverged.any():
+            self.status[rows[diverged]] = DIVERGED
+            live = ~diverged
+            rows_live, loss_live, attn_live, loss_0_live = rows[live], loss[live], attn_min[live], loss_0[live]
+            self_live = None if attn_self is None else attn_self[live]
+        else:  # the common case: the same arrays, without copies made by indexing
+            live = ~diverged
+            rows_live, loss_live, attn_live, loss_0_live, self_live = rows, loss, attn_min, loss_0, attn_self
+        record = self.wants_record(rows, step) if wanted is None else wanted.copy()
         t1_hit = live & (self.T_1[rows] < 0) & (attn_min >= self.t1_level[rows])
-        self.T_1[rows[t1_hit]] = step
-        record |= t1_hit
-        if attn_self is not None:
-            self._half_times(rows[live], step, attn_self[live])
-        self._rel_times(rows[live], step, loss[live], loss_0[live])
+        if t1_hit.any():
+            self.T_1[rows[t1_hit]] = step
+            record |= t1_hit
+        if self_live is not None:
+            self._half_times(rows_live, step, self_live)
+        self._rel_times(rows_live, step, loss_live, loss_0_live)
         target = np.where(self.relative[rows], self.eps[rows] * loss_0, self.eps[rows])
         done = live & (loss <= target)
-        self.last_loss[rows[live]], self.last_attn[rows[live]] = loss[live], attn_min[live]
-        self.status[rows[done]] = CONVERGED if step else TRIVIAL  # met at step 0: nothing was learned
-        self.T_eps[rows[done]] = step
+        self.last_loss[rows_live], self.last_attn[rows_live] = loss_live, attn_live
+        if done.any():
+            self.status[rows[done]] = CONVERGED if step else TRIVIAL  # met at step 0: nothing was learned
+            self.T_eps[rows[done]] = step
         return live & (record | done), diverged | (live & (done | (step == self.budget[rows])))
 
     def _start(self, rows: np.ndarray, loss: np.ndarray) -> None:
@@ -95,23 +104,30 @@ class BatchStates:
         if self.T_half is None:
             self.gap_0 = np.zeros((len(self.budget), attn_self.shape[1]))
             self.T_half = np.full_like(self.gap_0, -1, dtype=np.int64)
-        gap = 1.0 - attn_self
+        waiting = self.T_half[rows] < 0
         first = ~self.gap_set[rows]
+        if not (waiting.any() or first.any()):  # every half time of these runs is known already
+            return
+        gap = 1.0 - attn_self
         self.gap_0[rows[first]] = gap[first]
         self.gap_set[rows] = True
-        hit = (self.T_half[rows] < 0) & (gap <= 0.5 * self.gap_0[rows])
+        hit = waiting & (gap <= 0.5 * self.gap_0[rows])
         r, k = np.nonzero(hit)
         self.T_half[rows[r], k] = step
 
     def _rel_times(self, rows: np.ndarray, step: int, loss: np.ndarray, loss_0: np.ndarray) -> None:
         """T_rel: first step at or below each level r * loss_0. The thresholds fall with j, so the levels
         reached are j = 1..n: the new ones are next_rel..n."""
+        after = self.next_rel[rows]  # the next level to reach (REL_MAX_J + 1: all reached)
+        pending = after <= REL_MAX_J
+        if not (pending & (loss <= REL_LEVELS[np.minimum(after, REL_MAX_J) - 1] * loss_0)).any():
+            return  # no run reaches its next level at this step (a NaN loss reaches none)
         reached = loss[:, None] <= REL_LEVELS[None, :] * loss_0[:, None]
         j = np.arange(1, REL_MAX_J + 1)
-        new = reached & (j[None, :] >= self.next_rel[rows][:, None])
+        new = reached & (j[None, :] >= after[:, None])
         r, col = np.nonzero(new)
         self.T_rel[rows[r], col] = step
-        self.next_rel[rows] = np.maximum(self.next_rel[rows], reached.sum(1) + 1)
+        self.next_rel[rows] = np.maximum(after, reached.sum(1) + 1)
 
     def finish(self, rows: np.ndarray, step: int, wall_s: float, status: str | None = None,
                error: str | None = None) -> None:

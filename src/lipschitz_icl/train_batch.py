@@ -94,12 +94,13 @@ class _BatchLoop:
         batch.redraw()
         # 2. loss, Attn_k and gradient of every run; at any run's log step also the full
         #    attention and the test errors
-        full = bool(self.states.wants_record(rows, step).any())
+        wanted = self.states.wants_record(rows, step)
+        full = bool(wanted.any())
         out = batch.step(full)
         # 3. one host read (losses, min_k Attn_k and every Attn_k), then the stopping rules of every run
         host = out.summary_table().detach().to("cpu", torch.float64).numpy()
         losses, mins = host[:, 0], host[:, 1]
-        record, ended = self.states.observe(rows, step, losses, mins, host[:, 2:])
+        record, ended = self.states.observe(rows, step, losses, mins, host[:, 2:], wanted)
         # 4. record the runs at their log steps
         if record.any():
             self._record(out, np.flatnonzero(record), losses, mins, full)
