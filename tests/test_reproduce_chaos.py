@@ -41,20 +41,22 @@ def _runs(out: Path) -> dict[str, tuple[pd.DataFrame, dict]]:
     return found
 
 
-def _kill_and_resume(out: Path, log: Path, signals: list[signal.Signals], rng: random.Random) -> list[int]:
-    """Start the same reproduce once per signal and send it that signal a random moment after its first
-    experiment started (unless it ended first, which ends the loop). The exit codes, in order."""
+def _kill_and_resume(out: Path, log: Path, signals: list[signal.Signals], rng: random.Random,
+                     jobs: int) -> list[int]:
+    """Start the same reproduce (``jobs`` experiments at a time) once per signal and send it that signal a random
+    moment after its first experiment started (unless it ended first, which ends the loop). The exit codes, in
+    order."""
     codes = []
     for sig in signals:
         with log.open("w") as fh:
-            proc = subprocess.Popen([sys.executable, "-c", CODE, *ARGS, "--out", str(out)], stdout=subprocess.DEVNULL,
-                                    stderr=fh, env=_env())
+            proc = subprocess.Popen([sys.executable, "-c", CODE, *ARGS, "--jobs", str(jobs), "--out", str(out)],
+                                    stdout=subprocess.DEVNULL, stderr=fh, env=_env())
         try:
             deadline = time.monotonic() + 120
             while "started exp_" not in log.read_text() and proc.poll() is None:  # imports done, training
                 assert time.monotonic() < deadline, log.read_text()
                 time.sleep(0.05)
-            time.sleep(rng.uniform(0.0, 2.5))
+            time.sleep(rng.uniform(0.0, 2.5 / jobs))  # side by side, the job takes about 1/jobs as long
             if proc.poll() is None:
                 proc.send_signal(sig)
             codes.append(proc.wait(timeout=120))
@@ -75,14 +77,15 @@ def _differences(a, b, path: str = "") -> list[str]:
     return [] if a == b else [f"{path}: {a!r} != {b!r}"[:300]]
 
 
-def _chaos(tmp_path: Path, signals: list[signal.Signals], seed: int) -> None:
+def _chaos(tmp_path: Path, signals: list[signal.Signals], seed: int, jobs: int) -> None:
+    """Killed and resumed with ``jobs`` experiments at a time, against an uninterrupted run one at a time."""
     clean = tmp_path / "clean"
-    assert CliRunner().invoke(app, [*ARGS, "--out", str(clean)]).exit_code == 0
+    assert CliRunner().invoke(app, [*ARGS, "--jobs", "1", "--out", str(clean)]).exit_code == 0
     out = tmp_path / "out"
-    codes = _kill_and_resume(out, tmp_path / "stderr.txt", signals, random.Random(seed))
+    codes = _kill_and_resume(out, tmp_path / "stderr.txt", signals, random.Random(seed), jobs)
     assert set(codes) <= {0, 130, -signal.SIGKILL}, codes  # SIGINT and SIGTERM: 130; SIGKILL: killed
-    final = subprocess.run([sys.executable, "-c", CODE, *ARGS, "--out", str(out)], capture_output=True, text=True,
-                           env=_env(), timeout=300)
+    final = subprocess.run([sys.executable, "-c", CODE, *ARGS, "--jobs", str(jobs), "--out", str(out)],
+                           capture_output=True, text=True, env=_env(), timeout=300)
     assert final.returncode == 0, final.stderr
     resumed, uninterrupted = _claims_json(out), _claims_json(clean)
     assert resumed == uninterrupted, _differences(resumed, uninterrupted)
@@ -96,13 +99,14 @@ def _chaos(tmp_path: Path, signals: list[signal.Signals], seed: int) -> None:
     assert any(s["status"] != "finished" for s in sessions[:-1])  # a session was stopped
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
 def test_a_sampled_suite_killed_by_sigterm_and_sigkill_then_resumed_equals_an_uninterrupted_one(tmp_path,
-                                                                                                sampled_suite):
-    _chaos(tmp_path, [signal.SIGTERM, signal.SIGKILL], seed=5)
+                                                                                                sampled_suite, jobs):
+    _chaos(tmp_path, [signal.SIGTERM, signal.SIGKILL], seed=5, jobs=jobs)
 
 
 @pytest.mark.slow
 def test_a_sampled_suite_killed_at_random_moments_then_resumed_equals_an_uninterrupted_one(tmp_path, sampled_suite):
     rng = random.Random(11)
     signals = [rng.choice([signal.SIGINT, signal.SIGTERM, signal.SIGKILL]) for _ in range(6)]
-    _chaos(tmp_path, [signal.SIGINT, signal.SIGTERM, signal.SIGKILL, *signals], seed=11)
+    _chaos(tmp_path, [signal.SIGINT, signal.SIGTERM, signal.SIGKILL, *signals], seed=11, jobs=2)

@@ -17,15 +17,9 @@ import lipschitz_icl.papers  # noqa: F401  (registers the built-in experiments)
 from lipschitz_icl.cli import app
 from lipschitz_icl.cli import common as cli_common
 from lipschitz_icl.cli.progress import JobClock, LineProgress, duration, log_console
-from lipschitz_icl.cli.reproduce_progress import (
-    FULL_PER_QUICK,
-    MAX_GROUP_BARS,
-    QUICK_SECONDS,
-    ReproduceProgress,
-    expected_seconds,
-    group_label,
-)
+from lipschitz_icl.cli.reproduce_progress import MAX_GROUP_BARS, ReproduceProgress, group_label
 from lipschitz_icl.experiments import registered, registry
+from lipschitz_icl.experiments.durations import FULL_PER_QUICK, QUICK_SECONDS, expected_seconds
 
 
 class Clock:

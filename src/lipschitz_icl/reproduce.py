@@ -28,6 +28,7 @@ from .interrupts import deferred_signals
 from .papers import load_plugins
 from .report import Comparison, software_meta, write_report
 from .store import atomic_write_json
+from .threads import cores
 from .tracking import check_tracker
 
 MANIFEST_FILE = "reproduce.json"  # the options an output directory was made with, and its sessions
@@ -148,6 +149,15 @@ def check_seed(seed: int, option: str = "seed") -> int:
     return seed
 
 
+def check_jobs(jobs: int | None, option: str = "jobs") -> int:
+    """``jobs`` when it is a whole number >= 1; None: one per core (``threads.cores``); else UserInputError."""
+    if jobs is None:
+        return cores()
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise UserInputError(f"{option}: {jobs!r} is not allowed (a whole number >= 1: experiments at a time)")
+    return jobs
+
+
 def kernel_step_name(fused: bool) -> str:
     return "fused (numba)" if fused else "unfused (torch)"
 
@@ -222,6 +232,7 @@ def reproduce(
     quick: bool = False,
     seed: int = 0,
     workers: int = 1,
+    jobs: int | None = None,
     progress: ProgressHook | None = None,
     command: str = "",
     resume: bool = False,
@@ -242,9 +253,13 @@ def reproduce(
     step (``engine.fused``), within 1e-12 relative of the unfused step and about 3x faster per run.
     ``plugins`` names modules (a user's paper packages) to import first, so that their papers, claims and
     suites can be named in ``suite``. ``tracker`` (``"tensorboard"``) also writes each run's metrics as TensorBoard
-    event files into its directory under ``out/runs/`` as the run is written (``tracking.write_events``)."""
+    event files into its directory under ``out/runs/`` as the run is written (``tracking.write_events``).
+    ``jobs``: experiments run at a time, each in a forked process (default: one per core; 1: one after the other
+    in this process; the numbers are the same); ``workers`` (Dask workers for an experiment's groups of runs)
+    applies with ``jobs=1``."""
     load_plugins(list(plugins or []))
     check_seed(seed)
+    jobs = check_jobs(jobs)
     if tracker is not None:
         check_tracker(tracker)
     fused = resolve_fused(fused)
@@ -256,8 +271,8 @@ def reproduce(
     session = {"start": _now(), "command": command or _command_of(suite, quick, seed, fused, out, plugins),
                "status": "running"}
     atomic_write_json(out / MANIFEST_FILE, {**options, "sessions": [*sessions, session]})
-    ctx = Context(out=out, quick=quick, seed=seed, workers=workers, progress=progress, fused=fused, resume=resume,
-                  tracker=tracker)
+    ctx = Context(out=out, quick=quick, seed=seed, workers=workers, jobs=jobs, progress=progress, fused=fused,
+                  resume=resume, tracker=tracker)
     start = time.perf_counter()
     stopped: ExperimentsInterrupted | None = None
     try:

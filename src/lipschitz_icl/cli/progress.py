@@ -39,19 +39,21 @@ def log_line(console: Console, text: str) -> None:
 
 class JobClock:
     """The time left to a job made of named parts of known expected durations (seconds): the expected time
-    of the parts not done (the current one less its time so far), scaled by how the parts done compare with
-    their expectation (a slower machine, or a loaded one, scales every part alike)."""
+    of the parts not done (those under way less their time so far), scaled by how the parts done compare with
+    their expectation (a slower machine, or a loaded one, scales every part alike). With ``lanes`` parts run at a
+    time, that work is shared among the lanes, and the time left is never less than the longest part left."""
 
-    def __init__(self, expected: dict[str, float], clock: Callable[[], float] = time.monotonic) -> None:
-        self.expected, self.clock = dict(expected), clock
+    def __init__(self, expected: dict[str, float], clock: Callable[[], float] = time.monotonic,
+                 lanes: int = 1) -> None:
+        self.expected, self.clock, self.lanes = dict(expected), clock, max(1, lanes)
         self.left = list(expected)  # parts not done, in order
         self.observed = 0.0  # seconds the finished parts took
         self.expected_done = 0.0  # what the finished parts were expected to take
-        self.current: str | None = None
-        self.started_at = self.job_start = clock()
+        self.running: dict[str, float] = {}  # parts under way -> when each started
+        self.job_start = clock()
 
     def start(self, name: str) -> None:
-        self.current, self.started_at = name, self.clock()
+        self.running[name] = self.clock()
 
     def finish(self, name: str, seconds: float | None) -> None:
         """``name`` is done, after ``seconds`` (None: reused, it took no time and says nothing of speed)."""
@@ -60,18 +62,19 @@ class JobClock:
         if seconds is not None and self.expected.get(name, 0) > 0:
             self.observed += seconds
             self.expected_done += self.expected[name]
-        self.current = None
+        self.running.pop(name, None)
 
     def elapsed(self) -> float:
         return self.clock() - self.job_start
 
     def eta(self) -> float:
         scale = self.observed / self.expected_done if self.expected_done > 0 else 1.0
-        running = self.clock() - self.started_at if self.current is not None else 0.0
-        left = sum(self.expected.get(n, 0.0) for n in self.left)
-        if self.current in self.left:
-            left -= min(self.expected.get(self.current, 0.0), running / scale if scale > 0 else running)
-        return max(0.0, left * scale)
+        now = self.clock()
+        left = {n: self.expected.get(n, 0.0) for n in self.left}
+        for name, since in self.running.items():
+            if name in left:
+                left[name] = max(0.0, left[name] - (now - since) / (scale if scale > 0 else 1.0))
+        return max(sum(left.values()) / self.lanes, max(left.values(), default=0.0)) * scale
 
 
 class LineProgress:

@@ -19,6 +19,7 @@ from ..report.evidence import counts_line
 from ..reproduce import (
     available_papers,
     available_suites,
+    check_jobs,
     check_seed,
     clear_output,
     finished_runs,
@@ -101,7 +102,11 @@ def reproduce_command(
     out_dir: Path = typer.Option(None, "--out", "-o",
                                  help="Output directory (default: reproduce-out/<suite>[-quick])."),
     seed: int = typer.Option(0, "--seed", help="Base seed of every experiment (0 to 2^31 - 1)."),
-    workers: int = typer.Option(1, "--workers", min=1, help="Parallel workers for multi-run experiments."),
+    workers: int = typer.Option(1, "--workers", min=1, help="With --jobs 1: Dask workers for an experiment's "
+                                "groups of runs."),
+    jobs: int = typer.Option(None, "--jobs", "-j", min=1, help="Experiments run at a time, each in a process of "
+                             "its own (default: one per core; 1: one after the other, in this process). The "
+                             "numbers are the same either way."),
     force: bool = typer.Option(False, "--force", help="Write into --out even if it holds files (start over)."),
     resume: bool = typer.Option(False, "--resume", help="Finish an interrupted reproduce in --out (same options)."),
     update_readme: Path = typer.Option(None, "--update-readme", help="Replace the claims table in this Markdown file."),
@@ -144,8 +149,8 @@ def reproduce_command(
                                     plugins=plugin_list)
         make_out_dir(out)  # a read-only file system or folder is bad input, before --force clears anything
         _announce(out, resuming, force)
-        cmd = _command_line(suite, quick, out, seed, workers, fused_flag, plugin_list)
-        claims, meta = _run_with_progress(names, experiments, out, quick=quick, seed=seed, workers=workers,
+        cmd = _command_line(suite, quick, out, seed, workers, fused_flag, plugin_list, jobs)
+        claims, meta = _run_with_progress(names, experiments, out, quick=quick, seed=seed, workers=workers, jobs=jobs,
                                           command=cmd, resume=resuming, compare=compare, fused=fused,
                                           plugins=plugin_list, tracker=tracker)
     _finish(claims, meta, out, update_readme)
@@ -170,10 +175,11 @@ def _announce(out: Path, resuming: bool, force: bool) -> None:
 
 
 def _command_line(suite: str, quick: bool, out: Path, seed: int, workers: int, fused: bool | None,
-                  plugins: list[str]) -> str:
+                  plugins: list[str], jobs: int | None = None) -> str:
     """The command as given (every option that was set, and the output directory), for the report."""
     flags = [suite] + (["--quick"] if quick else []) + ["--out", str(out)]
     flags += ([f"--seed {seed}"] if seed else []) + ([f"--workers {workers}"] if workers > 1 else [])
+    flags += [f"--jobs {jobs}"] if jobs is not None else []
     flags += [] if fused is None else ["--fused" if fused else "--no-fused"]
     flags += [f"--plugins {','.join(plugins)}"] if plugins else []
     return " ".join(["lipschitz-icl reproduce", *flags])
@@ -183,9 +189,9 @@ def _run_with_progress(names: list[str], experiments: list, out: Path, **kw):
     """``reproduce`` under the whole-job view (``reproduce_progress``: an overall bar, a few group bars, and
     a line per experiment into a log); an interrupt is one line and exit 130, saying what was kept."""
     with reproduce_bar(disable=not err.is_terminal and not forced_progress()) as bar, signal_watch() as fired:
-        view = ReproduceProgress(experiments, kw["quick"], bar)  # a disabled bar (no terminal) draws nothing
-        try:
-            return reproduce(names, out, progress=view.tick, log=view.log, **kw)
+        view = ReproduceProgress(experiments, kw["quick"], bar, jobs=check_jobs(kw["jobs"]))  # a disabled bar (no
+        try:  # terminal) draws nothing
+            return reproduce(names, out, progress=view, log=view.log, **kw)
         except ExperimentsInterrupted as stop:
             n = sum(c.statistic.get("status") == "interrupted" for c in stop.claims)
             fail(f"interrupted ({stop.signal_name}): {n} claims marked interrupted in {out}/report.md; "

@@ -6,34 +6,16 @@ shown, so the view stays a few rows high (a 24-row terminal never overflows)."""
 from __future__ import annotations
 
 import re
-import statistics
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from ..experiments.durations import expected_seconds
 from ..experiments.registry import Experiment
 from .common import err
 from .progress import JobClock, duration, log_console, log_line
 
 MAX_GROUP_BARS = 4  # bars of run groups shown at once (the oldest finished one goes first)
-# Seconds each experiment took in `reproduce all --quick` (fused step, 2 cores; the wall_s of claims.json).
-# Only their ratios matter: the time left is scaled by how the experiments done compare with these.
-QUICK_SECONDS = {
-    "exp_regimes": 31.4, "exp_oscillations": 16.5, "exp_beyond": 30.1, "exp_threshold": 52.3, "exp_scaling": 36.0,
-    "exp_tuned": 11.2, "exp_predecessor": 3.5, "exp_sample_size_bound": 2.6, "exp_early_rate": 1.5,
-    "exp_writeup": 8.6, "exp_linear_vs_nonlinear": 2.8, "exp_curriculum": 25.4, "exp_finite_training_set": 3.4,
-    "exp_factored": 2.6, "exp_imbalanced": 1.4, "exp_token_noise": 9.9, "exp_large_L": 2.1, "exp_label_noise": 2.0,
-    "exp_eps_axis": 1.4, "exp_regimes_visible": 4.2, "exp_continuous": 3.7, "exp_transformer": 38.2,
-    "exp_linear_norm": 1.8, "exp_baselines": 4.1, "exp_collins": 125.0, "exp_predecessor_K": 6.9,
-}
-FULL_PER_QUICK = 6.7  # reproduce all at full size against --quick (536 s against 80 s, docs/PERFORMANCE.md)
 _LEAD = re.compile(r"^(\([a-z](,[a-z])*\)|[A-Z]\d+[a-z]?)\s+")  # "(a,b) flat regime", "R4 eps axis"
-
-
-def expected_seconds(experiments: list[Experiment], quick: bool) -> dict[str, float]:
-    """Each experiment's expected seconds at the size (an experiment not in the table: the median)."""
-    median = statistics.median(QUICK_SECONDS.values())
-    factor = 1.0 if quick else FULL_PER_QUICK
-    return {e.__name__: QUICK_SECONDS.get(e.__name__, median) * factor for e in experiments}
 
 
 def short_claims(claims: list[str], shown: int = 2) -> str:
@@ -58,14 +40,14 @@ class ReproduceProgress:
     """The ExperimentLog and ProgressHook of ``reproduce``, drawing on ``bar`` (None: no bars) and writing
     lines to ``log_console()``."""
 
-    def __init__(self, experiments: list[Experiment], quick: bool, bar: Progress | None) -> None:
+    def __init__(self, experiments: list[Experiment], quick: bool, bar: Progress | None, jobs: int = 1) -> None:
         self.claims = {e.__name__: list(getattr(e, "claims", [])) for e in experiments}
-        self.total, self.done = len(experiments), 0
-        self.clock = JobClock(expected_seconds(experiments, quick))
+        self.total, self.done, self.begun = len(experiments), 0, 0  # begun: started or reused
+        self.clock = JobClock(expected_seconds(experiments, quick), lanes=jobs)
         self.bar, self.lines = bar, log_console()
         self.overall = bar.add_task("experiments", total=self.total, info="") if bar is not None else None
-        self.groups: dict[str, int] = {}  # bar label -> task id, the experiment under way
-        self.current: str | None = None
+        self.groups: dict[str, tuple[str, int]] = {}  # bar label -> (its experiment, task id)
+        self.current: str | None = None  # the experiment started last (one at a time: the one under way)
 
     def _status(self) -> str:
         return f"{duration(self.clock.elapsed())} spent · {duration(self.clock.eta())} left"
@@ -79,14 +61,14 @@ class ReproduceProgress:
         ``detail`` says what was reused (a saved result, runs of an interrupted job)."""
         claims = " ".join(self.claims.get(name, []))
         if event == "started":
-            self.current = name
+            self.current, self.begun = name, self.begun + 1
             self.clock.start(name)
-            text = f"started {name}, claims {claims} · experiment {self.done + 1}/{self.total}"
+            text = f"started {name}, claims {claims} · experiment {self.begun}/{self.total}"
         else:
-            self.done += 1
+            self.done, self.begun = self.done + 1, self.begun + (event == "reused")
             self.clock.finish(name, elapsed if event == "finished" else None)
-            self._clear_groups()
-            self.current = None
+            self._clear_groups(name)
+            self.current = None if self.current == name else self.current
             what = " ".join(w for w in (f"in {elapsed:.1f} s" if event == "finished" else "",
                                         f"({detail})" if detail else "") if w)
             text = f"{event} {name}{' ' + what if what else ''}, claims {claims} · {self.done}/{self.total} done · "
@@ -97,23 +79,29 @@ class ReproduceProgress:
 
     def tick(self, label: str, done: int, total: int) -> None:
         """runner.ProgressHook: ``done`` of the ``total`` runs of a group of the experiment under way."""
+        self.tick_for(self.current or "", label, done, total)
+
+    __call__ = tick  # the view is the hook: checkpoint.tick_of finds its tick_for
+
+    def tick_for(self, experiment: str, label: str, done: int, total: int) -> None:
+        """``done`` of the ``total`` runs of a group of ``experiment`` (one of several running side by side)."""
         if self.bar is None:
             return
-        name = group_label(label, self.claims.get(self.current or "", []))
+        name = group_label(label, self.claims.get(experiment, []))
         if name not in self.groups:
-            self._drop_finished()
-            self.groups[name] = self.bar.add_task(name, total=total, info="")
-        self.bar.update(self.groups[name], completed=done, total=total)
+            self._drop_oldest()
+            self.groups[name] = (experiment, self.bar.add_task(name, total=total, info=""))
+        self.bar.update(self.groups[name][1], completed=done, total=total)
         self._refresh()
 
-    def _drop_finished(self) -> None:
-        """Make room for a new group bar: the oldest (an experiment's groups run one after the other, so
-        finished) goes once MAX_GROUP_BARS are shown."""
+    def _drop_oldest(self) -> None:
+        """Make room for a new group bar: the oldest goes once MAX_GROUP_BARS are shown."""
         while len(self.groups) >= MAX_GROUP_BARS:
-            self.bar.remove_task(self.groups.pop(next(iter(self.groups))))
+            self.bar.remove_task(self.groups.pop(next(iter(self.groups)))[1])
 
-    def _clear_groups(self) -> None:
-        if self.bar is not None:
-            for task in self.groups.values():
+    def _clear_groups(self, experiment: str) -> None:
+        """Remove the bars of ``experiment``'s groups (it finished)."""
+        for name in [n for n, (exp, _) in self.groups.items() if exp == experiment]:
+            _, task = self.groups.pop(name)
+            if self.bar is not None:
                 self.bar.remove_task(task)
-        self.groups.clear()

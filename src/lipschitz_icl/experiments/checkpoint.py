@@ -39,8 +39,10 @@ from ..store import SUMMARY_FILE, atomic_write_json
 from ..threads import single_threaded_torch
 from .claims import INCONCLUSIVE, STATEMENTS, ClaimResult
 from .controls import attach
+from .durations import expected_seconds
+from .forked import ForkedInterrupted, fork_available, run_forked
 from .registry import Experiment
-from .runner import Context
+from .runner import Context, ProgressHook
 
 # (event: started | finished | reused, experiment name, elapsed s, detail: e.g. how many runs a resume reused)
 ExperimentLog = Callable[[str, str, float, str], None]
@@ -206,33 +208,114 @@ def _run_one(ctx: Context, exp: Experiment, fired: list[str]) -> tuple[list[Clai
 
 def run_all(ctx: Context, experiments: list[Experiment], *, resume: bool = False,
             log: ExperimentLog | None = None) -> list[ClaimResult]:
-    """Run each experiment (reusing saved results when ``resume``); see the module docstring."""
-    results: list[ClaimResult] = []
+    """Run each experiment (reusing saved results when ``resume``), one after the other, or with ``ctx.jobs`` > 1
+    several at a time, each in a process of its own (``side_by_side``); see the module docstring."""
+    results: dict[int, list[ClaimResult]] = {}
+    todo: list[tuple[int, Experiment]] = []
+    for i, exp in enumerate(experiments):
+        saved = load_checkpoint(ctx, exp) if resume else None
+        if saved is None:
+            todo.append((i, exp))
+            continue
+        for r in saved:  # saved before its claim had controls, or with older ones: the current controls
+            attach(r)
+        results[i] = saved
+        if log is not None:
+            log("reused", exp.__name__, 0.0, "saved result")
+    run = side_by_side if ctx.jobs > 1 and len(todo) > 1 and fork_available() else one_by_one
     with signal_watch() as fired:
-        for i, exp in enumerate(experiments):
-            saved = load_checkpoint(ctx, exp) if resume else None
-            if saved is not None:
-                for r in saved:  # saved before its claim had controls, or with older ones: the current controls
-                    attach(r)
-                results.extend(saved)
-                if log is not None:
-                    log("reused", exp.__name__, 0.0, "saved result")
-                continue
-            start, reused, trained = time.perf_counter(), ctx.reused_runs, ctx.trained_runs
-            if log is not None:
-                log("started", exp.__name__, 0.0, "")
-            try:
-                claims, finished = _run_one(ctx, exp, fired)
-            except KeyboardInterrupt:
-                results.extend(interrupted_claims(exp, time.perf_counter() - start))
-                for rest in experiments[i + 1:]:
-                    results.extend(interrupted_claims(rest))
-                raise ExperimentsInterrupted(results, fired[0] if fired else "SIGINT") from None
-            results.extend(claims)
-            if finished:
-                save_checkpoint(ctx, exp, claims)
-            if log is not None:
-                kept = ctx.reused_runs - reused
-                detail = f"{ctx.trained_runs - trained} runs trained, {kept} reused" if kept else ""
-                log("finished", exp.__name__, time.perf_counter() - start, detail)
-    return results
+        try:
+            run(ctx, todo, results, log, fired)
+        except KeyboardInterrupt as stop:
+            elapsed = stop.elapsed if isinstance(stop, ForkedInterrupted) else {}  # experiment index -> seconds
+            for i, exp in todo:
+                results.setdefault(i, interrupted_claims(exp, elapsed.get(i, 0.0)))
+            raise ExperimentsInterrupted(_in_order(results), fired[0] if fired else "SIGINT") from None
+    return _in_order(results)
+
+
+def _in_order(results: dict[int, list[ClaimResult]]) -> list[ClaimResult]:
+    return [c for i in sorted(results) for c in results[i]]
+
+
+def one_by_one(ctx: Context, todo: list[tuple[int, Experiment]], results: dict[int, list[ClaimResult]],
+               log: ExperimentLog | None, fired: list[str]) -> None:
+    """The experiments of ``todo`` in this process, one after the other, each one's claims into ``results``."""
+    for i, exp in todo:
+        start, reused, trained = time.perf_counter(), ctx.reused_runs, ctx.trained_runs
+        if log is not None:
+            log("started", exp.__name__, 0.0, "")
+        try:
+            claims, finished = _run_one(ctx, exp, fired)
+        except KeyboardInterrupt:
+            results[i] = interrupted_claims(exp, time.perf_counter() - start)
+            raise
+        results[i] = claims
+        if finished:
+            save_checkpoint(ctx, exp, claims)
+        if log is not None:
+            log("finished", exp.__name__, time.perf_counter() - start, runs_detail(trained, ctx.trained_runs,
+                                                                                   ctx.reused_runs - reused))
+
+
+def side_by_side(ctx: Context, todo: list[tuple[int, Experiment]], results: dict[int, list[ClaimResult]],
+                 log: ExperimentLog | None, fired: list[str]) -> None:  # noqa: ARG001 - one_by_one's signature
+    """The experiments of ``todo``, ``ctx.jobs`` at a time and the longest expected first, each in a forked process
+    (``forked.run_forked``) that saves its checkpoint; their claims into ``results``. An experiment whose process
+    died is recorded failed (a rerun tries it again); a failed write in one (OSError) stops the whole job, as in
+    this process."""
+
+    def started(pos: int) -> None:
+        if log is not None:
+            log("started", todo[pos][1].__name__, 0.0, "")
+
+    def answered(pos: int, outcome: Any, elapsed: float) -> None:
+        i, exp = todo[pos]
+        if isinstance(outcome, OSError):
+            raise outcome
+        if isinstance(outcome, BaseException):
+            results[i], detail = _placeholder(exp, FAILED_CRITERION, {"error": repr(outcome)}, str(outcome),
+                                              elapsed), ""
+        else:
+            results[i], trained, kept = outcome
+            ctx.trained_runs, ctx.reused_runs = ctx.trained_runs + trained, ctx.reused_runs + kept
+            detail = runs_detail(0, trained, kept)
+        if log is not None:
+            log("finished", exp.__name__, elapsed, detail)
+
+    def ticked(pos: int, group: tuple[str, int, int]) -> None:
+        tick_of(ctx.progress, todo[pos][1].__name__, *group)
+
+    expected = expected_seconds([exp for _, exp in todo], ctx.quick)
+    todo = sorted(todo, key=lambda item: -expected[item[1].__name__])  # the longest first: none starts last
+    try:
+        run_forked(todo, lambda item, tick: _in_child(ctx, item[1], tick), ctx.jobs, started, answered, ticked)
+    except ForkedInterrupted as stop:  # positions in this order -> the experiments' own
+        raise ForkedInterrupted({todo[pos][0]: s for pos, s in stop.elapsed.items()}) from None
+
+
+def tick_of(hook: ProgressHook | None, experiment: str, label: str, done: int, total: int) -> None:
+    """A group's progress, sent by an experiment running side by side with others, to ``hook``: its
+    ``tick_for(experiment, label, done, total)`` where it has one (the hook can tell experiments apart), else the
+    plain ``hook(label, done, total)``."""
+    if hook is not None:
+        tick_for = getattr(hook, "tick_for", None)
+        tick_for(experiment, label, done, total) if tick_for is not None else hook(label, done, total)
+
+
+def _in_child(ctx: Context, exp: Experiment, tick: Callable[[Any], None]) -> tuple[list[ClaimResult], int, int]:
+    """One experiment in a forked process, on a context of its own (its runs trained here, each group's progress
+    sent back through ``tick``): its claims, saved as a checkpoint when it finished, and the runs it trained and
+    reused."""
+    progress = (lambda label, done, total: tick((label, done, total))) if ctx.progress is not None else None
+    own = dataclasses.replace(ctx, jobs=1, workers=1, progress=progress, run_dirs=[], reused_runs=0,
+                              trained_runs=0)
+    claims, finished = _run_one(own, exp, [])
+    if finished:
+        save_checkpoint(own, exp, claims)
+    return claims, own.trained_runs, own.reused_runs
+
+
+def runs_detail(trained_before: int, trained_after: int, kept: int) -> str:
+    """The log's detail of a finished experiment: how many runs it trained and reused (nothing when none reused)."""
+    return f"{trained_after - trained_before} runs trained, {kept} reused" if kept else ""

@@ -38,6 +38,7 @@ class Context:
     seed: int = 0
     workers: int = 1
     progress: ProgressHook | None = None
+    jobs: int = 1  # experiments run at a time, each in a forked process (checkpoint.side_by_side; 1: here)
     sizes: Sizes | None = None  # default: QUICK or FULL by ``quick``
     run_dirs: list[str] = field(default_factory=list)
     fused: bool = False  # kernel-engine runs that allow it take the compiled step (engine.fused; numba)

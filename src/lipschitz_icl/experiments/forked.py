@@ -1,0 +1,137 @@
+"""Work items side by side, each in a process forked from this one (``run_forked``): what ``reproduce --jobs N``
+uses to run N experiments at a time. A fork inherits the imported registries, plugins and the caller's context, so
+nothing is pickled on the way in; each item's result comes back through a pipe (pickled).
+
+A child runs in a process group of its own, so Ctrl-C in the terminal reaches this process only; this process
+then ends its children (SIGTERM) and raises ``ForkedInterrupted`` with the time each unfinished item had run. On
+Linux a child also gets SIGTERM when this process dies (``PR_SET_PDEATHSIG``), so a killed job leaves no work
+running. A child that dies before it answers (killed, out of memory) is the item's result as ``ChildDied``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import multiprocessing as mp
+import multiprocessing.connection
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+PR_SET_PDEATHSIG = 1  # prctl option: the signal a process gets when its parent dies (Linux)
+
+
+class ChildDied(RuntimeError):
+    """The process of an item ended without answering (its exit code says how)."""
+
+
+class ForkedInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM while items ran: ``elapsed`` maps each unfinished item's position to its seconds so far."""
+
+    def __init__(self, elapsed: dict[int, float]) -> None:
+        super().__init__("SIGINT")
+        self.elapsed = elapsed
+
+
+def fork_available() -> bool:
+    """Whether this platform can fork (Linux, macOS); elsewhere items run one after the other."""
+    return "fork" in mp.get_all_start_methods()
+
+
+def run_forked(items: Sequence[T], work: Callable[[T, Callable[[Any], None]], Any], jobs: int,
+               started: Callable[[int], None], answered: Callable[[int, Any, float], None],
+               ticked: Callable[[int, Any], None] | None = None) -> None:
+    """``work(item, tick)`` for every item, at most ``jobs`` at a time, each in a forked process: ``started(position)``
+    as one starts, ``ticked(position, payload)`` for each ``tick(payload)`` the work sends on its way (progress), and
+    ``answered(position, result or the exception it raised or ChildDied, seconds)`` as one ends, in the order they
+    end. Ctrl-C ends the children and raises ForkedInterrupted."""
+    fork = mp.get_context("fork")
+    waiting = list(range(len(items)))
+    running: dict[Any, tuple[int, Any, float]] = {}  # the pipe's reading end -> (position, process, start)
+    try:
+        while waiting or running:
+            while waiting and len(running) < jobs:
+                pos = waiting.pop(0)
+                reader, writer = fork.Pipe(duplex=False)
+                process = fork.Process(target=_child, args=(work, items[pos], writer), daemon=True)
+                started(pos)
+                process.start()
+                writer.close()
+                running[reader] = (pos, process, time.perf_counter())
+            ready = set(mp.connection.wait([*running, *(p.sentinel for _, p, _ in running.values())]))
+            for reader in [r for r, (_, p, _) in running.items() if r in ready or p.sentinel in ready]:
+                pos, process, start = running[reader]
+                ended, outcome = _drain(reader, process, lambda payload, at=pos: ticked and ticked(at, payload))
+                if ended:
+                    del running[reader]
+                    answered(pos, outcome, time.perf_counter() - start)
+    except KeyboardInterrupt:
+        elapsed = {pos: time.perf_counter() - start for pos, _, start in running.values()}
+        _end([p for _, p, _ in running.values()])
+        raise ForkedInterrupted(elapsed) from None
+    except BaseException:
+        _end([p for _, p, _ in running.values()])
+        raise
+
+
+def _drain(reader: Any, process: Any, on_tick: Callable[[Any], Any]) -> tuple[bool, Any]:
+    """What the child sent so far: its ticks to ``on_tick``; (True, its answer: a result or an exception) once it
+    answered, (True, ChildDied) when it ended without one, else (False, None)."""
+    try:
+        while reader.poll():
+            kind, value = reader.recv()
+            if kind != "tick":
+                _reap(reader, process)
+                return True, value
+            on_tick(value)
+    except (EOFError, OSError):
+        pass
+    else:
+        if process.is_alive():
+            return False, None
+    _reap(reader, process)
+    return True, ChildDied(f"its process ended without a result (exit code {process.exitcode})")
+
+
+def _reap(reader: Any, process: Any) -> None:
+    reader.close()
+    process.join()
+
+
+def _child(work: Callable[[Any, Callable[[Any], None]], Any], item: Any, writer: Any) -> None:
+    _detach()
+    try:
+        answer = ("result", work(item, lambda payload: writer.send(("tick", payload))))
+    except BaseException as e:  # noqa: BLE001 - handed to the parent, which decides
+        answer = ("error", e)
+    try:
+        writer.send(answer)
+    except Exception as e:  # noqa: BLE001 - an answer that does not pickle
+        writer.send(("error", RuntimeError(f"the result could not be sent back ({type(e).__name__}: {e})")))
+    writer.close()
+
+
+def _detach() -> None:
+    """A process group of its own (the terminal's Ctrl-C reaches the parent only), the default SIGTERM and SIGINT
+    handlers, and on Linux SIGTERM when the parent dies."""
+    os.setpgrp()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() == 1:  # the parent died before prctl: nobody to answer
+            os._exit(1)
+
+
+def _end(processes: list[Any]) -> None:
+    """Terminate the children still running and wait for them."""
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(timeout=10)
