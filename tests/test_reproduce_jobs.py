@@ -14,10 +14,11 @@ from typer.testing import CliRunner
 from lipschitz_icl.cli import app
 from lipschitz_icl.cli.progress import JobClock
 from lipschitz_icl.errors import UserInputError
-from lipschitz_icl.experiments import registry
+from lipschitz_icl.experiments import lanes, registry
 from lipschitz_icl.experiments.checkpoint import FAILED_CRITERION, load_checkpoint
+from lipschitz_icl.experiments.claims import claim
 from lipschitz_icl.experiments.forked import ChildDied, fork_available, run_forked
-from lipschitz_icl.experiments.runner import Context
+from lipschitz_icl.experiments.runner import Context, base_config, rel_runs, run_group
 from lipschitz_icl.reproduce import check_jobs, reproduce
 
 pytestmark = pytest.mark.skipif(not fork_available(), reason="side by side needs fork (Linux, macOS)")
@@ -108,3 +109,46 @@ def test_jobs_other_than_a_whole_number_of_at_least_one_is_a_user_error(bad):
 def test_the_cli_refuses_jobs_0_in_one_line():
     result = CliRunner().invoke(app, ["reproduce", "all", "--quick", "--jobs", "0"])
     assert result.exit_code == 2 and "--jobs" in result.output and "Traceback" not in result.output
+
+
+def _sampled_experiment(claim_id: str):
+    """An experiment of three sampled-engine runs (no batch takes them: they train in lanes)."""
+
+    @registry.experiment(claim_id, suites=("linear",))
+    def exp_sampled(ctx):
+        cfgs = [base_config([*fake_experiments.TINY, "engine.kind=sampled", "engine.batch=16", f"task.L={L}",
+                             f"name=L{L:g}"]) for L in (0.5, 1.0, 1.5)]
+        runs = run_group(ctx, "sampled", cfgs)
+        loss = [r.summary["final_loss"] for r in runs]
+        return [claim(claim_id, "fake: losses", {"final_loss": loss}, True, False, runs=rel_runs(ctx, runs))]
+
+    return exp_sampled
+
+
+@pytest.mark.parametrize("others", [[], ["exp_first"]], ids=["alone", "side-by-side"])
+def test_unbatched_runs_train_in_lanes_with_the_runs_of_one_process(tmp_path, monkeypatch, others):
+    monkeypatch.setattr(registry, "_EXPERIMENTS", {n: fake_experiments.FAKE_REGISTRY[n] for n in others})
+    _sampled_experiment("P3")
+    reproduce(["linear"], tmp_path / "one", quick=True, jobs=1)
+    seen = Recorder()
+    reproduce(["linear"], tmp_path / "lanes", quick=True, jobs=2, progress=seen)
+    assert _claims_json(tmp_path / "lanes") == _claims_json(tmp_path / "one")
+    for name in ("L0.5", "L1", "L1.5"):  # three runs dealt to two lanes, each written by the experiment's process
+        one, lanes = (tmp_path / d / "runs" / "sampled" / name / "metrics.parquet" for d in ("one", "lanes"))
+        assert lanes.read_bytes() == one.read_bytes()
+    assert [t[2] for t in seen.ticks if t[1] == "sampled"] == [0, 1, 2, 3, 3]  # each run counted as it arrives
+
+
+def test_lanes_hand_over_every_run_and_raise_what_a_lane_raised(monkeypatch):
+    configs = [base_config([*fake_experiments.TINY, "engine.kind=sampled", "engine.batch=16", f"task.L={L}"])
+               for L in (0.5, 1.0, 2.0)]
+    got: dict[int, float] = {}
+    lanes.run_in_lanes(configs, 2, lambda i, run: got.__setitem__(i, run.summary["final_loss"]))
+    assert sorted(got) == [0, 1, 2] and got[0] != got[2]
+
+    def broken(configs, on_run=None):
+        raise ValueError("a lane's error")
+
+    monkeypatch.setattr(lanes, "run_many", broken)
+    with pytest.raises(ValueError, match="a lane's error"):
+        lanes.run_in_lanes(configs, 2, lambda i, run: None)

@@ -254,23 +254,21 @@ def reproduce(
     ``plugins`` names modules (a user's paper packages) to import first, so that their papers, claims and
     suites can be named in ``suite``. ``tracker`` (``"tensorboard"``) also writes each run's metrics as TensorBoard
     event files into its directory under ``out/runs/`` as the run is written (``tracking.write_events``).
-    ``jobs``: experiments run at a time, each in a forked process (default: one per core; 1: one after the other
-    in this process; the numbers are the same); ``workers`` (Dask workers for an experiment's groups of runs)
+    ``jobs``: experiments run at a time, each in a forked process, and the forked processes an experiment's
+    unbatched runs share (``experiments/lanes.py``; default: one per core; 1: one after the other in this process;
+    the numbers are the same); ``workers`` (Dask workers for an experiment's groups of runs)
     applies with ``jobs=1``."""
     load_plugins(list(plugins or []))
     check_seed(seed)
-    jobs = check_jobs(jobs)
+    jobs, fused = check_jobs(jobs), resolve_fused(fused)
     if tracker is not None:
         check_tracker(tracker)
-    fused = resolve_fused(fused)
     names, experiments = resolve_targets([suite] if isinstance(suite, str) else list(suite))
     suite = " ".join(names)
     make_out_dir(out)
     options = options_of(suite, quick, seed, fused, plugins)
     sessions = recorded_sessions(out) if resume else []
-    session = {"start": _now(), "command": command or _command_of(suite, quick, seed, fused, out, plugins),
-               "status": "running"}
-    atomic_write_json(out / MANIFEST_FILE, {**options, "sessions": [*sessions, session]})
+    session = _session(command or _command_of(suite, quick, seed, fused, out, plugins), out, options, sessions)
     ctx = Context(out=out, quick=quick, seed=seed, workers=workers, jobs=jobs, progress=progress, fused=fused,
                   resume=resume, tracker=tracker)
     start = time.perf_counter()
@@ -292,6 +290,13 @@ def reproduce(
         stopped.meta = meta
         raise stopped
     return claims, meta
+
+
+def _session(command: str, out: Path, options: dict, sessions: list[dict]) -> dict:
+    """This session (running), recorded in the manifest after the earlier ones before any experiment runs."""
+    session = {"start": _now(), "command": command, "status": "running"}
+    atomic_write_json(out / MANIFEST_FILE, {**options, "sessions": [*sessions, session]})
+    return session
 
 
 def _now() -> str:

@@ -105,8 +105,9 @@ def reproduce_command(
     workers: int = typer.Option(1, "--workers", min=1, help="With --jobs 1: Dask workers for an experiment's "
                                 "groups of runs."),
     jobs: int = typer.Option(None, "--jobs", "-j", min=1, help="Experiments run at a time, each in a process of "
-                             "its own (default: one per core; 1: one after the other, in this process). The "
-                             "numbers are the same either way."),
+                             "its own, and processes an experiment's unbatched runs (sampled engine, neural "
+                             "models) share (default: one per core; 1: one after the other, in this process). "
+                             "The numbers are the same either way."),
     force: bool = typer.Option(False, "--force", help="Write into --out even if it holds files (start over)."),
     resume: bool = typer.Option(False, "--resume", help="Finish an interrupted reproduce in --out (same options)."),
     update_readme: Path = typer.Option(None, "--update-readme", help="Replace the claims table in this Markdown file."),
@@ -137,10 +138,7 @@ def reproduce_command(
         if list_only:
             typer.echo(listing_markdown(), nl=False) if markdown else _print_listing()
             return
-        check_out_path(out_dir, "--out")
-        check_seed(seed, "--seed")
-        if tracker is not None:
-            check_tracker(tracker)  # before anything is written or cleared
+        _check_options(out_dir, seed, tracker)
         names, experiments = resolve_targets([*(targets or []), *(paper or [])] or ["all"])
         suite = " ".join(names)
         compare = _check_files(update_readme, compare_with)
@@ -154,6 +152,14 @@ def reproduce_command(
                                           command=cmd, resume=resuming, compare=compare, fused=fused,
                                           plugins=plugin_list, tracker=tracker)
     _finish(claims, meta, out, update_readme)
+
+
+def _check_options(out_dir: Path | None, seed: int, tracker: str | None) -> None:
+    """--out, --seed and --tracker, before anything is written or cleared (UserInputError: one line, exit 2)."""
+    check_out_path(out_dir, "--out")
+    check_seed(seed, "--seed")
+    if tracker is not None:
+        check_tracker(tracker)
 
 
 def _finish(claims, meta: dict, out: Path, readme: Path | None) -> None:

@@ -304,12 +304,11 @@ def tick_of(hook: ProgressHook | None, experiment: str, label: str, done: int, t
 
 
 def _in_child(ctx: Context, exp: Experiment, tick: Callable[[Any], None]) -> tuple[list[ClaimResult], int, int]:
-    """One experiment in a forked process, on a context of its own (its runs trained here, each group's progress
-    sent back through ``tick``): its claims, saved as a checkpoint when it finished, and the runs it trained and
-    reused."""
+    """One experiment in a forked process, on a context of its own (its runs trained here, its unbatched runs over
+    ``ctx.jobs`` processes of their own (``lanes.py``), each group's progress sent back through ``tick``): its claims,
+    saved as a checkpoint when it finished, and the runs it trained and reused."""
     progress = (lambda label, done, total: tick((label, done, total))) if ctx.progress is not None else None
-    own = dataclasses.replace(ctx, jobs=1, workers=1, progress=progress, run_dirs=[], reused_runs=0,
-                              trained_runs=0)
+    own = dataclasses.replace(ctx, workers=1, progress=progress, run_dirs=[], reused_runs=0, trained_runs=0)
     claims, finished = _run_one(own, exp, [])
     if finished:
         save_checkpoint(own, exp, claims)

@@ -1,6 +1,7 @@
 """Work items side by side, each in a process forked from this one (``run_forked``): what ``reproduce --jobs N``
 uses to run N experiments at a time. A fork inherits the imported registries, plugins and the caller's context, so
-nothing is pickled on the way in; each item's result comes back through a pipe (pickled).
+nothing is pickled on the way in; each item's result comes back through a pipe (pickled). Not torch tensors:
+torch hands their storage over through shared memory that the child takes with it when it ends (send arrays).
 
 A child runs in a process group of its own, so Ctrl-C in the terminal reaches this process only; this process
 then ends its children (SIGTERM) and raises ``ForkedInterrupted`` with the time each unfinished item had run. On
@@ -57,7 +58,7 @@ def run_forked(items: Sequence[T], work: Callable[[T, Callable[[Any], None]], An
             while waiting and len(running) < jobs:
                 pos = waiting.pop(0)
                 reader, writer = fork.Pipe(duplex=False)
-                process = fork.Process(target=_child, args=(work, items[pos], writer), daemon=True)
+                process = fork.Process(target=_child, args=(work, items[pos], writer))  # not daemonic: may fork its own
                 started(pos)
                 process.start()
                 writer.close()

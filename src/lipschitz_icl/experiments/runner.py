@@ -18,6 +18,7 @@ from .. import __version__
 from ..api import Run, load_run, write_run
 from ..batch import RunsInterrupted, run_many
 from ..config import Config, apply_overrides, load_config, validate_config
+from ..engines import batchable
 from ..engines.kernel import KernelEngine
 from ..errors import UserInputError
 from ..problem import build_problem
@@ -26,6 +27,8 @@ from ..sweep import load_runs, run_configs
 from ..theory import flat_time_scale, theory_of
 from ..threads import single_threaded_torch
 from ..tracking import write_events
+from .forked import fork_available
+from .lanes import run_in_lanes
 from .sizes import Sizes, sizes
 
 ProgressHook = Callable[[str, int, int], None]  # (label, done, total)
@@ -38,7 +41,8 @@ class Context:
     seed: int = 0
     workers: int = 1
     progress: ProgressHook | None = None
-    jobs: int = 1  # experiments run at a time, each in a forked process (checkpoint.side_by_side; 1: here)
+    jobs: int = 1  # experiments run at a time, each in a forked process (checkpoint.side_by_side; 1: here), and the
+    # forked processes a group's unbatched runs share (lanes.run_in_lanes)
     sizes: Sizes | None = None  # default: QUICK or FULL by ``quick``
     run_dirs: list[str] = field(default_factory=list)
     fused: bool = False  # kernel-engine runs that allow it take the compiled step (engine.fused; numba)
@@ -84,8 +88,9 @@ def run_group(ctx: Context, group: str, configs: list[Config], label: str | None
     hash, package version) is reused instead of trained. Kernel-engine runs that share a shape are
     trained together as one tensor program (``batch.run_many``: identical numbers to one-by-one runs);
     with ``ctx.workers > 1`` the runs go through the Dask sweep engine instead and are written in the
-    same layout. On Ctrl-C the runs that ended (an interrupted one with status ``interrupted``) are
-    written before the KeyboardInterrupt goes on."""
+    same layout; runs that no batch takes (the sampled engine's, the neural models') train in ``ctx.jobs`` forked
+    processes when that is above 1 (``lanes.run_in_lanes``), with the same numbers. On Ctrl-C the runs that ended
+    (an interrupted one with status ``interrupted``) are written before the KeyboardInterrupt goes on."""
     label = label or group
     if ctx.fused:
         configs = [with_fused_step(c) for c in configs]
@@ -114,6 +119,8 @@ def run_group(ctx: Context, group: str, configs: list[Config], label: str | None
         if ctx.workers > 1 and pending:
             for j, run in enumerate(_run_on_dask(ctx, group_dir, pending, label)):
                 finished(j, run)
+        elif ctx.jobs > 1 and len(pending) > 1 and fork_available() and not any(map(batchable, pending)):
+            run_in_lanes(pending, ctx.jobs, finished)  # runs trained one by one anyway: over the cores (lanes.py)
         elif pending:
             for j, run in enumerate(run_many(pending, on_run=finished)):
                 if results[todo[j]] is None:  # a run_many that reports only at the end
