@@ -256,13 +256,8 @@ def reproduce(
     event files into its directory under ``out/runs/`` as the run is written (``tracking.write_events``).
     ``jobs``: experiments run at a time, each in a forked process, and the forked processes an experiment's
     unbatched runs share (``experiments/lanes.py``; default: one per core; 1: one after the other in this process;
-    the numbers are the same); ``workers`` (Dask workers for an experiment's groups of runs)
-    applies with ``jobs=1``."""
-    load_plugins(list(plugins or []))
-    check_seed(seed)
-    jobs, fused = check_jobs(jobs), resolve_fused(fused)
-    if tracker is not None:
-        check_tracker(tracker)
+    the numbers are the same); ``workers`` (Dask workers for an experiment's groups of runs) applies with ``jobs=1``."""
+    jobs, fused = _checked_options(plugins, seed, jobs, tracker, fused)
     names, experiments = resolve_targets([suite] if isinstance(suite, str) else list(suite))
     suite = " ".join(names)
     make_out_dir(out)
@@ -290,6 +285,18 @@ def reproduce(
         stopped.meta = meta
         raise stopped
     return claims, meta
+
+
+def _checked_options(plugins: list[str] | None, seed: int, jobs: int | None, tracker: str | None,
+                     fused: bool | None) -> tuple[int, bool]:
+    """The plugins imported, and the options checked (UserInputError: one line) before anything is written: the
+    number of jobs and whether the compiled step runs."""
+    load_plugins(list(plugins or []))
+    check_seed(seed)
+    jobs = check_jobs(jobs)
+    if tracker is not None:
+        check_tracker(tracker)
+    return jobs, resolve_fused(fused)
 
 
 def _session(command: str, out: Path, options: dict, sessions: list[dict]) -> dict:

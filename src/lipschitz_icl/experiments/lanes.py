@@ -43,12 +43,6 @@ def run_in_lanes(configs: list[Config], lanes: int, on_run: Callable[[int, Run],
     (i indexes ``configs``). An exception in a lane is raised here (a lane that died: RuntimeError), after the other
     lanes are ended; Ctrl-C ends the lanes and raises KeyboardInterrupt (runs already arrived were handed over)."""
     shares = [list(range(lane, len(configs), lanes)) for lane in range(min(lanes, len(configs)))]
-    arrived: set[int] = set()
-
-    def deliver(i: int, run: Run) -> None:
-        if i not in arrived:
-            arrived.add(i)
-            on_run(i, run)
 
     def work(share: list[int], tick: Callable[[Any], None]) -> list[Crossing]:
         sent: set[int] = set()
@@ -58,7 +52,7 @@ def run_in_lanes(configs: list[Config], lanes: int, on_run: Callable[[int, Run],
             tick(_crossing(share[k], run))
 
         runs = run_many([configs[i] for i in share], on_run=send)
-        return [_crossing(share[k], run) for k, run in enumerate(runs) if k not in sent]  # reported only at the end
+        return [_crossing(share[k], run) for k, run in enumerate(runs) if k not in sent]  # each run arrives once
 
     def answered(pos: int, outcome: Any, elapsed: float) -> None:  # noqa: ARG001 - run_forked's signature
         if isinstance(outcome, ChildDied):
@@ -66,10 +60,10 @@ def run_in_lanes(configs: list[Config], lanes: int, on_run: Callable[[int, Run],
         if isinstance(outcome, BaseException):
             raise outcome
         for crossing in outcome:
-            deliver(*_arrived(crossing))
+            on_run(*_arrived(crossing))
 
     try:
         run_forked(shares, work, len(shares), lambda pos: None, answered,
-                   lambda pos, crossing: deliver(*_arrived(crossing)))
+                   lambda pos, crossing: on_run(*_arrived(crossing)))
     except ForkedInterrupted:  # the lanes' positions mean nothing above: a plain interrupt
         raise KeyboardInterrupt from None
