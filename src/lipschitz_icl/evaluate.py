@@ -25,6 +25,7 @@ from .api import run as run_config
 from .baselines import BASELINES, USES_DISTANCES, gp_regression, kernel_posterior_mean, pairwise_sq_dists
 from .config import Config, EngineConfig, EvalConfig, ModelConfig, TrainConfig
 from .config_io import short
+from .contract import einsum
 from .engines import device_option, draw_prompts, make_generator, resolve_device
 from .engines.sampled import PromptBatch
 from .errors import UserInputError
@@ -107,7 +108,7 @@ def linear_step_size(cfg: Config, fs, task: TaskClass) -> float:
     with S = sum_i y_i x_i x_q^T / N, so the Hessian is E[vec S vec S^T], estimated on one batch."""
     batch = draw_prompts(fs, task, cfg.prompt.N, LINEAR_BATCH, cfg.task.label_noise,
                          make_generator(cfg.seed, "evaluate:linear_step"))
-    S = torch.einsum("bn,bni,bj->bij", batch.y[:, :-1], batch.x[:, :-1], batch.x[:, -1]) / cfg.prompt.N  # noqa: N806
+    S = einsum("bn,bni,bj->bij", batch.y[:, :-1], batch.x[:, :-1], batch.x[:, -1]) / cfg.prompt.N  # noqa: N806
     flat = S.reshape(LINEAR_BATCH, -1)
     lam = float(torch.linalg.matrix_norm(flat, ord=2)) ** 2 / LINEAR_BATCH  # top eigenvalue, no d^2 x d^2 matrix
     return 1.0 / lam if lam > 0 else 1.0

@@ -5,10 +5,15 @@ the same order and with the same floating-point operations as ``RunState.observe
 outcome is equal, field for field, to the one ``RunState`` gives for its sequence of losses and
 attention; tests/test_stopping_batch.py checks it on random sequences). Arrays are indexed by the
 run (0..R-1); ``rows`` names the runs a call is about. A time not reached yet is -1.
+
+``BatchStates(compiled=True)`` makes the same calls through ``stopping_compiled`` (numba loops over the
+runs, the same operations): the batched trainer asks for it when its batch runs the compiled kernel step, so
+that numba is loaded already (importing it costs ~0.4 s).
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import numpy as np
@@ -22,13 +27,16 @@ BUDGET, DIVERGED, CONVERGED, TRIVIAL = 0, 1, 2, 3
 # T_rel levels r = 10^(-j/8), j = 1..REL_MAX_J, computed as RunState computes them
 REL_LEVELS = np.array([rel_level(j) for j in range(1, REL_MAX_J + 1)])
 REL_KEYS = [rel_key(level) for level in REL_LEVELS.tolist()]
+_NO_GAPS, _NO_TIMES = np.empty((0, 0)), np.empty((0, 0), dtype=np.int64)  # stand-ins when Attn_k is not given
 
 
 class BatchStates:
     """What the stopping rules know about R runs as they train (one ``RunState`` per run, as arrays)."""
 
-    def __init__(self, cfgs: list[Config]) -> None:
+    def __init__(self, cfgs: list[Config], compiled: bool = False) -> None:
         R = len(cfgs)
+        # the numba loops (stopping_compiled), imported only when asked for: the import costs ~0.4 s
+        self.compiled = importlib.import_module(".stopping_compiled", __package__) if compiled else None
         self.budget = np.array([c.train.steps for c in cfgs], dtype=np.int64)
         self.log_every = np.array([c.train.log_every for c in cfgs], dtype=np.int64)
         self.diverge = np.array([c.train.diverge_factor for c in cfgs], dtype=np.float64)
@@ -55,6 +63,10 @@ class BatchStates:
 
     def wants_record(self, rows: np.ndarray, step: int) -> np.ndarray:
         """Whether ``step`` is recorded for each run of ``rows`` whatever its loss (``RunState.wants_record``)."""
+        if self.compiled is not None:
+            out = np.empty(len(rows), dtype=bool)
+            self.compiled.wants_record(rows, step, self.T_1, self.log_every, self.budget, DENSE_STEPS, out)
+            return out
         dense = (self.T_1[rows] < 0) & (step < DENSE_STEPS)
         return (step % self.log_every[rows] == 0) | (step == self.budget[rows]) | dense
 
@@ -63,6 +75,8 @@ class BatchStates:
         """``RunState.observe`` for the runs ``rows`` at ``step``: their losses (r,), min_k Attn_k (r,)
         and Attn_k (r, K) or None; ``wanted``: ``wants_record(rows, step)`` when the caller has it already.
         Returns (record this step, the run ends here), each (r,)."""
+        if self.compiled is not None:
+            return self._observe_compiled(rows, step, loss, attn_min, attn_self, wanted)
         self._start(rows, loss)
         loss_0 = self.loss_0[rows]
         diverged = ~np.isfinite(loss) | (loss > self.diverge[rows] * loss_0)
@@ -89,6 +103,37 @@ class BatchStates:
             self.status[rows[done]] = CONVERGED if step else TRIVIAL  # met at step 0: nothing was learned
             self.T_eps[rows[done]] = step
         return live & (record | done), diverged | (live & (done | (step == self.budget[rows])))
+
+    def _observe_compiled(self, rows: np.ndarray, step: int, loss: np.ndarray, attn_min: np.ndarray,
+                          attn_self: np.ndarray | None, wanted: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """``observe`` by ``stopping_compiled.observe`` (contiguous float64 inputs: one compiled signature)."""
+        record = self.wants_record(rows, step) if wanted is None else wanted.copy()
+        ended = np.empty(len(rows), dtype=bool)
+        if attn_self is not None and self.T_half is None:
+            self.gap_0 = np.zeros((len(self.budget), attn_self.shape[1]))
+            self.T_half = np.full_like(self.gap_0, -1, dtype=np.int64)
+        has_self = attn_self is not None
+        gap_0, T_half = (self.gap_0, self.T_half) if has_self else (_NO_GAPS, _NO_TIMES)  # noqa: N806
+        self.compiled.observe(
+            np.ascontiguousarray(rows, dtype=np.int64), step, np.ascontiguousarray(loss, dtype=np.float64),
+            np.ascontiguousarray(attn_min, dtype=np.float64),
+            np.ascontiguousarray(attn_self, dtype=np.float64) if has_self else _NO_GAPS, has_self, record, ended,
+            self.budget, self.diverge, self.eps, self.relative, self.t1_level, self.status, self.started,
+            self.loss_0, self.last_loss, self.last_attn, self.T_1, self.T_eps, gap_0, T_half, self.gap_set,
+            self.T_rel, self.next_rel, REL_LEVELS)
+        return record, ended
+
+    def quiet_steps(self, rows: np.ndarray, first: int, last: int, fused: tuple, lr: np.ndarray, cap: int) -> int:
+        """Make steps first.. of a fused batch (``KernelBatch.quiet_inputs``) in one compiled loop for as long as
+        none of ``rows`` records or ends, at most ``cap`` of them; returns the first step not made."""
+        if self.compiled is None or self.T_half is None:
+            return first
+        state = (self.budget, self.log_every, self.diverge, self.eps, self.relative, self.t1_level, self.status,
+                 self.started, self.loss_0, self.last_loss, self.last_attn, self.T_1, self.T_eps, self.gap_0,
+                 self.T_half, self.gap_set, self.T_rel, self.next_rel)
+        flags = np.empty(len(rows), dtype=bool), np.empty(len(rows), dtype=bool)
+        return self.compiled.quiet_steps(first, min(last, first + cap - 1), np.ascontiguousarray(rows, np.int64),
+                                         fused, lr, state, REL_LEVELS, DENSE_STEPS, *flags)
 
     def _start(self, rows: np.ndarray, loss: np.ndarray) -> None:
         """The initial loss of the runs observed for the first time (not finite: +inf)."""

@@ -32,7 +32,8 @@ from .stopping_batch import BatchStates
 
 RecordFn = Callable[[int, int, float, float], None]  # (run index, step, loss, min_k Attn_k)
 FinishFn = Callable[[int, TrainOutcome], None]  # (run index, its outcome), as the run stops
-StepFn = Callable[[], None]  # after every step of the batch (a caller's clock: store what stopped, say)
+StepFn = Callable[[], None]  # after the batch's steps (a caller's clock: store what stopped, say)
+QUIET_CAP = 1000  # steps made in one compiled call at most, so that a Ctrl-C is seen within milliseconds
 
 
 def train_batched(
@@ -46,7 +47,7 @@ def train_batched(
     """Train the runs of ``engines`` (run i is ``cfgs[i]``; equal ``batch_key``s) as one batch;
     returns one TrainOutcome per run, with the scores it ended at as ``final_scores``."""
     batch = type(engines[0]).stack(engines, [c.train.lr for c in cfgs])
-    states = BatchStates(cfgs)
+    states = BatchStates(cfgs, compiled=bool(getattr(batch, "fused", False)))
     _BatchLoop(cfgs, batch, states, recorders, on_record, on_finish, on_step).run()
     return [states.outcome(i) for i in range(len(cfgs))]
 
@@ -63,19 +64,23 @@ class _BatchLoop:
         self.records = BatchRecords(len(cfgs), batch.M.shape[-1], self.last_step + 1)
         self.rows = np.arange(len(cfgs))
         self.tracked = any(r.tracker is not None for r in recorders)  # some run is watched live (--tracker)
+        # fused batches with compiled stopping rules: the steps at which nothing is recorded, compiled end to end
+        quiet = getattr(batch, "quiet_inputs", None)
+        self.quiet_inputs = quiet if states.compiled is not None else None
         self.step = 0
         self.start = time.perf_counter()
 
     def run(self) -> None:
         try:
             with interrupt_latch() as check_interrupt:  # a Ctrl-C some library swallowed: next step
-                for step in range(self.last_step + 1):
+                while self.step <= self.last_step:
                     check_interrupt()
-                    self.step = step
+                    self._quiet_steps()
                     if not self._advance():
                         break
                     if self.on_step is not None:
                         self.on_step()
+                    self.step += 1
         except KeyboardInterrupt:
             if not len(self.rows):  # every run had ended before the interrupt surfaced: the caller stops
                 raise
@@ -86,6 +91,14 @@ class _BatchLoop:
             self.rows = self.rows[:0]
         if len(self.rows):  # the loop ran out (cannot happen: every run ends at its budget)
             self._finish(np.arange(len(self.rows)))
+
+    def _quiet_steps(self) -> None:
+        """Fused batches: the steps from ``self.step`` on at which no run records or ends, made in one compiled
+        loop with the same operations (``stopping_compiled.quiet_steps``); ``self.step`` becomes the first step
+        that the trainer makes itself."""
+        inputs = None if self.quiet_inputs is None else self.quiet_inputs()
+        if inputs is not None:
+            self.step = self.states.quiet_steps(self.rows, self.step, self.last_step, *inputs, cap=QUIET_CAP)
 
     def _advance(self) -> bool:
         """One step of every run in the batch. False when no run is left."""

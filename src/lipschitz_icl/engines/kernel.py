@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from ..contract import einsum
 from ..errors import ConfigError
 from ..geometry import kernel_metrics
 from ..inputs import is_continuous
@@ -62,7 +63,7 @@ def kernel_loss(
     a = torch.softmax(logits, dim=-1)
     e_k = torch.eye(K, dtype=M.dtype, device=M.device)[ks]
     err = a - e_k.unsqueeze(1)  # a - e_k
-    quad = torch.einsum("kbn,nm,kbm->kb", err, sigma, err)
+    quad = einsum("kbn,nm,kbm->kb", err, sigma, err)
     if tau > 0:
         quad = quad + tau**2 * (a.square() / counts.clamp(min=1.0).unsqueeze(0)).sum(-1)
     if weights is None:

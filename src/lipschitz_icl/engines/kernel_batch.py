@@ -100,6 +100,16 @@ class KernelBatch:
             self._fused = importlib.import_module(".kernel_fused", __package__).FusedState(self)
         return self._precondition(self._fused.step(full))
 
+    def quiet_inputs(self) -> tuple[tuple, object] | None:
+        """The fused step's arguments and eta (NumPy views of this batch) for steps made in one compiled loop
+        (``stopping_compiled.quiet_steps``), or None where a step needs Python: unfused, counts redrawn each
+        step, a preconditioner G, or no fused state built yet (or runs have left since)."""
+        f = self._fused
+        if f is None or f.M_t is not self.M or self.resample or self.G is not None:
+            return None
+        return (f.M, f.counts, f.inv_c, f.sigma, f.diag, f.p, f.tau2, f.no_T, f.summary, f.attn, f.grad,
+                f.tests), f.lr
+
     def _precondition(self, out: KernelOut) -> KernelOut:
         """G (dL/dM) G when G != I; keeps it for ``update``."""
         if self.G is not None:

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import torch
 
+from ..contract import einsum
+
 
 def count_moments(counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """c_bar = E[c] (K,) and C2 = E[c c^T] (K, K) over count draws counts (B, K)."""
@@ -54,7 +56,7 @@ def linear_kernel_loss(
     K = M.shape[0]
     b = counts.unsqueeze(0) * M.unsqueeze(1) / N  # (k, B, n)
     err = b - torch.eye(K, dtype=M.dtype, device=M.device).unsqueeze(1)  # b - e_k
-    quad = torch.einsum("kbn,nm,kbm->kb", err, sigma, err)
+    quad = einsum("kbn,nm,kbm->kb", err, sigma, err)
     if tau > 0:
         quad = quad + tau**2 * (counts.unsqueeze(0) * M.square().unsqueeze(1)).sum(-1) / N**2
     return 0.5 * (p * quad.mean(1)).sum()

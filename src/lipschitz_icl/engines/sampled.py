@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from ..contract import einsum
 from ..errors import ConfigError
 from ..features import FeatureSet
 from ..geometry import prompt_metrics, query_distances
@@ -233,7 +234,7 @@ class SampledEngine(Engine):
         linear = is_linear(self.model)
 
         def loss_sampled(Q: torch.Tensor) -> torch.Tensor:
-            logits = torch.einsum("bnd,de,be->bn", x[:, :-1], Q, x[:, -1])  # x_i^T Q x_q
+            logits = einsum("bnd,de,be->bn", x[:, :-1], Q, x[:, -1])  # x_i^T Q x_q
             weights = logits / logits.shape[-1] if linear else torch.softmax(logits, dim=-1)
             y_hat = (weights * y[:, :-1]).sum(-1)
             return 0.5 * (y_hat - target).square().mean()

@@ -19,6 +19,7 @@ from typing import ClassVar
 
 import torch
 
+from ..contract import einsum
 from ..errors import UserInputError
 from ..registry_names import bind
 from ..rng import make_generator
@@ -66,8 +67,8 @@ def gd_layers_loss(preconditioners: torch.Tensor, task: GaussianTask, covs: torc
         step = eye - a @ covs
         err, noise_map = step @ err, step @ noise_map + a
     lq, om = task.lam_q, task.omega()
-    signal = torch.einsum("sij,jk,slk,li->s", err, om, err, lq)  # tr(Lq E Omega E^T)
-    noise = torch.einsum("sij,sjk,slk,li->s", noise_map, covs, noise_map, lq) * task.noise ** 2 / task.n_context
+    signal = einsum("sij,jk,slk,li->s", err, om, err, lq)  # tr(Lq E Omega E^T)
+    noise = einsum("sij,sjk,slk,li->s", noise_map, covs, noise_map, lq) * task.noise ** 2 / task.n_context
     return (signal + noise).mean() + task.noise ** 2
 
 

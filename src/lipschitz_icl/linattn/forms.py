@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..contract import einsum
 from ..errors import UserInputError
 from .task import DTYPE, check_count
 
@@ -85,11 +86,11 @@ def given_params(form: Form, dim: int, values: Params) -> Params:
 def gamma_of(form: Form, params: Params) -> torch.Tensor:
     """Gamma (D x D) of a single-layer form: yh = x_q^T Gamma h (parameters as torch tensors, or as NumPy arrays
     for fast.py's descent: the result is of the same kind)."""
-    einsum = np.einsum if isinstance(next(iter(params.values())), np.ndarray) else torch.einsum
+    contract = np.einsum if isinstance(next(iter(params.values())), np.ndarray) else einsum
     if form.kind == "merged":
-        return einsum("h,hij->ji", params["v"], params["W"])  # sum_h v_h W_h^T
+        return contract("h,hij->ji", params["v"], params["W"])  # sum_h v_h W_h^T
     if form.kind == "separate":
-        return einsum("h,hri,hrj->ij", params["v"], params["Q"], params["K"])  # sum_h v_h Q_h^T K_h
+        return contract("h,hri,hrj->ij", params["v"], params["Q"], params["K"])  # sum_h v_h Q_h^T K_h
     if form.kind == "gamma":
         return params["Gamma"]
     if not form.single_layer:
@@ -104,7 +105,7 @@ def predict(form: Form, params: Params, x: torch.Tensor, y: torch.Tensor, xq: to
         raise ValueError("predict: the full form's prediction is tokens.token_predict")
     if form.single_layer:
         h = torch.einsum("bn,bnd->bd", y, x) / n
-        return torch.einsum("bi,ij,bj->b", xq, gamma_of(form, params), h)
+        return einsum("bi,ij,bj->b", xq, gamma_of(form, params), h)
     w = torch.zeros_like(xq)
     for a in params["A"]:  # one preconditioned GD step per layer
         resid = y - torch.einsum("bnd,bd->bn", x, w)

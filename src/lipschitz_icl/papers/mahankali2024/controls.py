@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from ...baselines import least_squares  # the Bayes-optimal estimator for noiseless labels with N >= D
+from ...contract import einsum
 from ...experiments.controls import Controls, case, controls, controls_from
 from ...linattn import Form, GaussianTask, optimal_gamma, predict
 from ...rng import make_generator
@@ -40,7 +41,7 @@ def _perturbed(task, seed, x, y, xq):
     noise = torch.randn(gamma.shape, generator=make_generator(seed, "mahankali:perturb"), dtype=gamma.dtype)
     g = gamma + 0.02 * gamma.norm() * noise / noise.norm()
     h = torch.einsum("bn,bnd->bd", y, x) / x.shape[1]
-    return torch.einsum("bi,ij,bj->b", xq, g, h)
+    return einsum("bi,ij,bj->b", xq, g, h)
 
 
 MH1_CASES = {

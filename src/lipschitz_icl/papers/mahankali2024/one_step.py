@@ -16,6 +16,7 @@ import torch
 
 from ... import plots
 from ...baselines import least_squares  # the Bayes-optimal estimator for noiseless labels with N >= D
+from ...contract import einsum
 from ...experiments.claims import ClaimResult, claim
 from ...experiments.evidence import refined_conditions, seed_interval
 from ...experiments.figures import captioned
@@ -74,7 +75,7 @@ def covariances(dim: int) -> dict[str, torch.Tensor]:
 def gd_step(task: GaussianTask, x, y, xq) -> torch.Tensor:
     """yh = x_q^T Gamma* h, one preconditioned GD step from w = 0 (h = (1/N) sum y_n x_n)."""
     h = torch.einsum("bn,bnd->bd", y, x) / x.shape[1]
-    return torch.einsum("bi,ij,bj->b", xq, optimal_gamma(task), h)
+    return einsum("bi,ij,bj->b", xq, optimal_gamma(task), h)
 
 
 def mh1_rule(rel: dict[str, list[float]]) -> tuple[bool, bool, dict]:
