@@ -233,6 +233,7 @@ class FusedState:
         self.T, self.no_T = T.contiguous().numpy(), np.empty((R, 0, K, K), self.counts.dtype)
         self.tests_t = torch.empty(R, len(names), dtype=batch.dtype)
         self.tests, self.tests_out = self.tests_t.numpy(), {n: self.tests_t[:, i] for i, n in enumerate(names)}
+        self.out = KernelOut(self.loss_t, self.attn_self_t, None, self.grad_t, table=self.summary_t)  # of step(False)
 
     def set_counts(self, counts: torch.Tensor, inv_c: torch.Tensor | None) -> None:
         """Views of new count draws (R, K, B) and, with label noise, 1 / max(c, 1)."""
@@ -246,8 +247,12 @@ class FusedState:
                             self.T if full else self.no_T, self.summary, self.attn, self.grad, self.tests)
         if not finite:
             self._redo_nonfinite(full)
-        return KernelOut(self.loss_t, self.attn_self_t, self.attn_t if full else None, self.grad_t,
-                         dict(self.tests_out) if full else {}, table=self.summary_t)
+        if full:
+            return KernelOut(self.loss_t, self.attn_self_t, self.attn_t, self.grad_t, dict(self.tests_out),
+                             table=self.summary_t)
+        out = self.out  # the same buffers every step: one object, its fields set again (a caller may replace grad)
+        out.attn, out.grad, out.tests, out.table, out.exact_rows = None, self.grad_t, {}, self.summary_t, []
+        return out
 
     def _redo_nonfinite(self, full: bool) -> None:
         """Runs whose loss is not finite (attention underflowed, or the run diverged): the unfused
