@@ -19,7 +19,7 @@ from lipschitz_icl.cli import common as cli_common
 from lipschitz_icl.cli.progress import JobClock, LineProgress, duration, log_console
 from lipschitz_icl.cli.reproduce_progress import MAX_GROUP_BARS, ReproduceProgress, group_label
 from lipschitz_icl.experiments import registered, registry
-from lipschitz_icl.experiments.durations import FULL_PER_QUICK, QUICK_SECONDS, expected_seconds
+from lipschitz_icl.experiments.durations import FULL_PER_QUICK, FULL_SECONDS, QUICK_SECONDS, expected_seconds
 
 
 class Clock:
@@ -51,7 +51,9 @@ def test_an_experiment_without_a_recorded_time_expects_the_median():
     times = expected_seconds(exps, quick=True)
     assert times[exps[0].__name__] == QUICK_SECONDS[exps[0].__name__]
     assert times["exp_first"] == statistics.median(QUICK_SECONDS.values())
-    assert expected_seconds(exps, quick=False)["exp_first"] == times["exp_first"] * FULL_PER_QUICK
+    full = expected_seconds(exps, quick=False)
+    assert full["exp_first"] == times["exp_first"] * FULL_PER_QUICK
+    assert full[exps[0].__name__] == FULL_SECONDS[exps[0].__name__]  # measured at full size
 
 
 def test_group_bars_are_named_by_claim_and_the_view_stays_a_few_rows_high():
