@@ -36,6 +36,11 @@ def test_values_and_gradients_equal_torch_einsum_bit_for_bit(equation: str, shap
             assert torch.equal(a.grad, b.grad)
 
 
+needs_opt_einsum = pytest.mark.skipif(not torch_opt_einsum.enabled, reason="opt_einsum is not installed: torch "
+                                      "contracts left to right and there is no path to keep")
+
+
+@needs_opt_einsum
 def test_a_path_is_kept_per_equation_and_shapes_and_strategy() -> None:
     contract._PATHS.clear()
     ops = _operands([(8, 3), (3, 3), (8, 3)], 0, False)
@@ -52,6 +57,7 @@ def test_without_opt_einsum_it_is_torch_einsum_left_to_right(monkeypatch: pytest
     assert torch.equal(contract.einsum("sij,jk,slk,li->s", *ops), torch.einsum("sij,jk,slk,li->s", *ops))
 
 
+@needs_opt_einsum
 def test_the_kept_paths_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(contract, "_MAX_PATHS", 3)
     contract._PATHS.clear()

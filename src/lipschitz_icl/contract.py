@@ -1,12 +1,13 @@
 """``einsum``: torch.einsum with the contraction path of each (equation, shapes) found once.
 
-For three operands or more, ``torch.einsum`` asks opt_einsum for the pairwise contraction order
-(``torch.backends.opt_einsum``) on every call: 0.2-0.4 ms of Python for the small tensors of a
-training step, five to seven times the contraction itself. The path depends on the equation and
+For three operands or more, ``torch.einsum`` asks opt_einsum, where that package is installed, for the
+pairwise contraction order (``torch.backends.opt_einsum``) on every call: 0.2-0.4 ms of Python for the
+small tensors of a training step, five to seven times the contraction itself. The path depends on the equation and
 the operands' shapes only, so this module keeps it and hands it to the same ATen call
 (``torch._VF.einsum(equation, operands, path=...)``) that ``torch.einsum`` makes: the same
 operations in the same order, the same numbers bit for bit (tests/test_contract.py), with or
-without autograd.
+without autograd. Without opt_einsum torch contracts left to right, with no path to find, and this is
+``torch.einsum`` itself.
 """
 
 from __future__ import annotations
