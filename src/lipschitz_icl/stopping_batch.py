@@ -109,9 +109,8 @@ class BatchStates:
         """``observe`` by ``stopping_compiled.observe`` (contiguous float64 inputs: one compiled signature)."""
         record = self.wants_record(rows, step) if wanted is None else wanted.copy()
         ended = np.empty(len(rows), dtype=bool)
-        if attn_self is not None and self.T_half is None:
-            self.gap_0 = np.zeros((len(self.budget), attn_self.shape[1]))
-            self.T_half = np.full_like(self.gap_0, -1, dtype=np.int64)
+        if attn_self is not None:
+            self._half_time_arrays(attn_self.shape[1])
         has_self = attn_self is not None
         gap_0, T_half = (self.gap_0, self.T_half) if has_self else (_NO_GAPS, _NO_TIMES)  # noqa: N806
         self.compiled.observe(
@@ -146,9 +145,7 @@ class BatchStates:
 
     def _half_times(self, rows: np.ndarray, step: int, attn_self: np.ndarray) -> None:
         """T_half[k]: first step with 1 - Attn_k <= (1 - Attn_k(0)) / 2."""
-        if self.T_half is None:
-            self.gap_0 = np.zeros((len(self.budget), attn_self.shape[1]))
-            self.T_half = np.full_like(self.gap_0, -1, dtype=np.int64)
+        self._half_time_arrays(attn_self.shape[1])
         waiting = self.T_half[rows] < 0
         first = ~self.gap_set[rows]
         if not (waiting.any() or first.any()):  # every half time of these runs is known already
@@ -159,6 +156,12 @@ class BatchStates:
         hit = waiting & (gap <= 0.5 * self.gap_0[rows])
         r, k = np.nonzero(hit)
         self.T_half[rows[r], k] = step
+
+    def _half_time_arrays(self, K: int) -> None:
+        """gap_0 and T_half (R, K), made at the first step that gives Attn_k."""
+        if self.T_half is None:
+            self.gap_0 = np.zeros((len(self.budget), K))
+            self.T_half = np.full_like(self.gap_0, -1, dtype=np.int64)
 
     def _rel_times(self, rows: np.ndarray, step: int, loss: np.ndarray, loss_0: np.ndarray) -> None:
         """T_rel: first step at or below each level r * loss_0. The thresholds fall with j, so the levels

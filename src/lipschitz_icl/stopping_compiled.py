@@ -40,6 +40,24 @@ def _start(r: int, loss: float, started: np.ndarray, loss_0: np.ndarray) -> None
 
 
 @numba.njit(**_JIT)
+def _diverges(value: float, limit: float) -> bool:
+    """A loss that is not finite or above diverge_factor x the initial loss (``limit``)."""
+    return not math.isfinite(value) or value > limit
+
+
+@numba.njit(**_JIT)
+def _reaches_t1(r: int, i: int, attn_min: np.ndarray, T_1: np.ndarray, t1_level: np.ndarray) -> bool:
+    """Run r (row i) reaches min_k Attn_k >= analysis.t1_level for the first time."""
+    return T_1[r] < 0 and attn_min[i] >= t1_level[r]
+
+
+@numba.njit(**_JIT)
+def _target(r: int, eps: np.ndarray, relative: np.ndarray, loss_0: np.ndarray) -> float:
+    """Run r's epsilon: relative to its initial loss, or absolute."""
+    return eps[r] * loss_0[r] if relative[r] else eps[r]
+
+
+@numba.njit(**_JIT)
 def _half_times(r: int, i: int, step: int, attn_self: np.ndarray, gap_0: np.ndarray, T_half: np.ndarray,
                 gap_set: np.ndarray) -> None:
     """T_half[r, k]: the first step with 1 - Attn_k <= (1 - Attn_k(0)) / 2."""
@@ -78,21 +96,20 @@ def observe(rows, step, loss, attn_min, attn_self, has_self, record, ended, budg
     for i in range(rows.shape[0]):
         r, value = rows[i], loss[i]
         _start(r, value, started, loss_0)
-        diverged = not math.isfinite(value) or value > diverge[r] * loss_0[r]
+        diverged = _diverges(value, diverge[r] * loss_0[r])
         ended[i] = diverged
         if diverged:
             status[r] = DIVERGED
             record[i] = False
             continue
-        if T_1[r] < 0 and attn_min[i] >= t1_level[r]:
+        if _reaches_t1(r, i, attn_min, T_1, t1_level):
             T_1[r] = step
             record[i] = True
         if has_self:
             _half_times(r, i, step, attn_self, gap_0, T_half, gap_set)
         _rel_times(r, step, value, loss_0[r], levels, T_rel, next_rel)
-        target = eps[r] * loss_0[r] if relative[r] else eps[r]
         last_loss[r], last_attn[r] = value, attn_min[i]
-        if value <= target:
+        if value <= _target(r, eps, relative, loss_0):
             status[r] = CONVERGED if step else TRIVIAL  # met at step 0: nothing was learned
             T_eps[r] = step
             record[i] = True
@@ -106,12 +123,9 @@ def _quiet(r: int, i: int, step: int, loss: np.ndarray, attn_min: np.ndarray, di
            relative: np.ndarray, t1_level: np.ndarray, started: np.ndarray, loss_0: np.ndarray,
            T_1: np.ndarray) -> bool:
     """Whether ``observe`` would neither record nor end run r (row i) at this step, when no record was wanted."""
-    value = loss[i]
-    if not started[r] or not math.isfinite(value) or value > diverge[r] * loss_0[r]:
-        return False  # (the budget's last step is a record step: quiet_steps stops before it)
-    if T_1[r] < 0 and attn_min[i] >= t1_level[r]:
-        return False
-    return not value <= (eps[r] * loss_0[r] if relative[r] else eps[r])
+    value = loss[i]  # (the budget's last step is a record step: quiet_steps stops before it)
+    return (started[r] and not _diverges(value, diverge[r] * loss_0[r])
+            and not _reaches_t1(r, i, attn_min, T_1, t1_level) and not value <= _target(r, eps, relative, loss_0))
 
 
 @numba.njit(**_JIT)

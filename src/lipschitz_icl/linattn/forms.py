@@ -98,14 +98,19 @@ def gamma_of(form: Form, params: Params) -> torch.Tensor:
     return params["A"][0]
 
 
+def gamma_predict(gamma: torch.Tensor, x: torch.Tensor, y: torch.Tensor, xq: torch.Tensor) -> torch.Tensor:
+    """yh = x_q^T Gamma h, h = (1/N) sum_n y_n x_n, for contexts x (B, N, D), labels y (B, N), queries xq (B, D)."""
+    h = torch.einsum("bn,bnd->bd", y, x) / x.shape[1]
+    return einsum("bi,ij,bj->b", xq, gamma, h)
+
+
 def predict(form: Form, params: Params, x: torch.Tensor, y: torch.Tensor, xq: torch.Tensor) -> torch.Tensor:
     """yh for a batch of prompts: contexts x (B, N, D), labels y (B, N), queries xq (B, D)."""
     n = x.shape[1]
     if form.kind == "full":
         raise ValueError("predict: the full form's prediction is tokens.token_predict")
     if form.single_layer:
-        h = torch.einsum("bn,bnd->bd", y, x) / n
-        return einsum("bi,ij,bj->b", xq, gamma_of(form, params), h)
+        return gamma_predict(gamma_of(form, params), x, y, xq)
     w = torch.zeros_like(xq)
     for a in params["A"]:  # one preconditioned GD step per layer
         resid = y - torch.einsum("bnd,bd->bn", x, w)

@@ -8,9 +8,8 @@ from __future__ import annotations
 import torch
 
 from ...baselines import least_squares  # the Bayes-optimal estimator for noiseless labels with N >= D
-from ...contract import einsum
 from ...experiments.controls import Controls, case, controls, controls_from
-from ...linattn import Form, GaussianTask, optimal_gamma, predict
+from ...linattn import Form, GaussianTask, gamma_predict, optimal_gamma, predict
 from ...rng import make_generator
 from .one_step import covariances, gd_step, mh1_rule
 
@@ -40,8 +39,7 @@ def _perturbed(task, seed, x, y, xq):
     gamma = optimal_gamma(task)
     noise = torch.randn(gamma.shape, generator=make_generator(seed, "mahankali:perturb"), dtype=gamma.dtype)
     g = gamma + 0.02 * gamma.norm() * noise / noise.norm()
-    h = torch.einsum("bn,bnd->bd", y, x) / x.shape[1]
-    return einsum("bi,ij,bj->b", xq, g, h)
+    return gamma_predict(g, x, y, xq)
 
 
 MH1_CASES = {

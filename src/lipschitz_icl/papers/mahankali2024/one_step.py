@@ -16,13 +16,12 @@ import torch
 
 from ... import plots
 from ...baselines import least_squares  # the Bayes-optimal estimator for noiseless labels with N >= D
-from ...contract import einsum
 from ...experiments.claims import ClaimResult, claim
 from ...experiments.evidence import refined_conditions, seed_interval
 from ...experiments.figures import captioned
 from ...experiments.registry import experiment
 from ...experiments.runner import Context, single_threaded, write_data
-from ...linattn import Form, GaussianTask, optimal_error, optimal_gamma, train_linear
+from ...linattn import Form, GaussianTask, gamma_predict, optimal_error, optimal_gamma, train_linear
 from ...linattn.task import DTYPE, rotated
 from ...linattn.tokens import token_predict
 from ...rng import make_generator
@@ -74,8 +73,7 @@ def covariances(dim: int) -> dict[str, torch.Tensor]:
 
 def gd_step(task: GaussianTask, x, y, xq) -> torch.Tensor:
     """yh = x_q^T Gamma* h, one preconditioned GD step from w = 0 (h = (1/N) sum y_n x_n)."""
-    h = torch.einsum("bn,bnd->bd", y, x) / x.shape[1]
-    return einsum("bi,ij,bj->b", xq, optimal_gamma(task), h)
+    return gamma_predict(optimal_gamma(task), x, y, xq)
 
 
 def mh1_rule(rel: dict[str, list[float]]) -> tuple[bool, bool, dict]:

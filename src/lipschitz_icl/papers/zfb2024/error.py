@@ -15,10 +15,9 @@ import pandas as pd
 import torch
 
 from ... import plots
-from ...contract import einsum
 from ...experiments.claims import ClaimResult, claim
 from ...experiments.evidence import seed_interval
-from ...linattn import GaussianTask, optimal_gamma, single_error
+from ...linattn import GaussianTask, gamma_predict, optimal_gamma, single_error
 from ...rng import make_generator
 from .common import ExactRun, Setting
 
@@ -61,8 +60,7 @@ def sampled_error(gamma: torch.Tensor, task: GaussianTask, prompts: int, seed: i
     while done < prompts:
         b = min(chunk, prompts - done)
         x, y, xq, yq = task.draw(b, gen)
-        h = torch.einsum("bn,bnd->bd", y, x) / task.n_context
-        total += float(((yq - einsum("bi,ij,bj->b", xq, g, h)) ** 2).sum())
+        total += float(((yq - gamma_predict(g, x, y, xq)) ** 2).sum())
         done += b
     return total / prompts
 
