@@ -86,12 +86,23 @@ def _check_files(update_readme: Path | None, compare_with: Path | None) -> Compa
     return Comparison.load(compare_with) if compare_with is not None else None
 
 
+TARGETS_ARGUMENT = typer.Argument(
+    None, show_default=False, metavar="[SUITE|PAPER|CLAIM]...",
+    help=f"Suites ({' | '.join([*available_suites(), 'all'])}; default all), papers "
+         f"({', '.join(available_papers())}) and/or claim ids ({', '.join(claim_ids())}): only the experiments "
+         "those claims need run.")
+JOBS_OPTION = typer.Option(None, "--jobs", "-j", min=1, help="Experiments run at a time, each in a process of its own, "
+                           "and processes an experiment's unbatched runs (sampled engine, neural models) share "
+                           "(default: one per core; 1: one after the other, in this process). The numbers are the "
+                           "same either way.")
+FUSED_OPTION = typer.Option(None, "--fused/--no-fused", show_default=False,
+                            help="Train the kernel-engine runs with the compiled step (engine.fused; within 1e-12 "
+                                 "relative; reproduce all --quick ~1.4x faster). Default: fused where numba is "
+                                 "installed.")
+
+
 def reproduce_command(
-    targets: list[str] = typer.Argument(
-        None, show_default=False, metavar="[SUITE|PAPER|CLAIM]...",
-        help=f"Suites ({' | '.join([*available_suites(), 'all'])}; default all), papers "
-             f"({', '.join(available_papers())}) and/or claim ids ({', '.join(claim_ids())}): only the experiments "
-             "those claims need run."),
+    targets: list[str] = TARGETS_ARGUMENT,
     paper: list[str] = typer.Option(None, "--paper", help="A paper's claims (repeatable): the same as naming the "
                                     "paper id as a target; `--list` shows the papers."),
     list_only: bool = typer.Option(False, "--list", help="List the papers, their claims and the suites, then exit."),
@@ -104,19 +115,13 @@ def reproduce_command(
     seed: int = typer.Option(0, "--seed", help="Base seed of every experiment (0 to 2^31 - 1)."),
     workers: int = typer.Option(1, "--workers", min=1, help="With --jobs 1: Dask workers for an experiment's "
                                 "groups of runs."),
-    jobs: int = typer.Option(None, "--jobs", "-j", min=1, help="Experiments run at a time, each in a process of "
-                             "its own, and processes an experiment's unbatched runs (sampled engine, neural "
-                             "models) share (default: one per core; 1: one after the other, in this process). "
-                             "The numbers are the same either way."),
+    jobs: int = JOBS_OPTION,
     force: bool = typer.Option(False, "--force", help="Write into --out even if it holds files (start over)."),
     resume: bool = typer.Option(False, "--resume", help="Finish an interrupted reproduce in --out (same options)."),
     update_readme: Path = typer.Option(None, "--update-readme", help="Replace the claims table in this Markdown file."),
     compare_with: Path = typer.Option(None, "--compare-with", help="A previous output's claims.json (e.g. the "
                                       "quick run): its verdicts go beside these, with why they differ."),
-    fused: bool = typer.Option(None, "--fused/--no-fused", show_default=False,
-                               help="Train the kernel-engine runs with the compiled step (engine.fused; within "
-                                    "1e-12 relative; reproduce all --quick ~1.4x faster). Default: fused where "
-                                    "numba is installed."),
+    fused: bool = FUSED_OPTION,
     tracker: str = typer.Option(None, "--tracker", help="Also write each run's metrics as tensorboard event files "
                                 "into its directory under OUT/runs/, as the run is written."),
 ) -> None:
