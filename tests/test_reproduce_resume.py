@@ -4,6 +4,7 @@ uninterrupted run; claims from interrupted or failed runs are never more than in
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -17,9 +18,9 @@ import pytest
 from typer.testing import CliRunner
 
 from lipschitz_icl.cli import app
-from lipschitz_icl.experiments import registry, run_experiments
+from lipschitz_icl.experiments import checkpoint, registry, run_experiments
 from lipschitz_icl.experiments import runner as exp_runner
-from lipschitz_icl.experiments.checkpoint import ExperimentsInterrupted, load_checkpoint
+from lipschitz_icl.experiments.checkpoint import ExperimentsInterrupted, load_checkpoint, source_digest
 from lipschitz_icl.experiments.claims import INCONCLUSIVE
 from lipschitz_icl.experiments.runner import Context
 from lipschitz_icl.experiments.sizes import TINY
@@ -159,6 +160,30 @@ def test_other_options_never_reuse_saved_results(tmp_path, fake_suite):
     assert json.loads((out / "reproduce.json").read_text())["seed"] == 1
     # --force removed the earlier job's checkpoints: nothing of seed 0 can be reused by a later resume
     assert load_checkpoint(Context(out=out, quick=True, fused=step), fake_experiments.exp_first) is None
+
+
+def test_a_result_made_by_other_source_code_is_never_reused(tmp_path, fake_suite):
+    out = tmp_path / "out"
+    assert _reproduce(out).exit_code == 0
+    ctx = Context(out=out, quick=True, fused=fused_available())
+    assert load_checkpoint(ctx, fake_experiments.exp_first) is not None
+    path = next((out / "experiments").glob("*exp_first.json"))
+    saved = json.loads(path.read_text())
+    assert saved["fingerprint"]["source"] == source_digest(fake_experiments.exp_first) != ""
+    saved["fingerprint"]["source"] = "0" * 16  # as the experiment's code was before an edit
+    path.write_text(json.dumps(saved))
+    assert load_checkpoint(ctx, fake_experiments.exp_first) is None
+
+
+def test_the_source_digest_follows_the_bytes_of_the_module(tmp_path, monkeypatch):
+    module = tmp_path / "my_paper_module.py"
+    module.write_text("def exp_mine(ctx):\n    return []\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mine = importlib.import_module("my_paper_module").exp_mine
+    first = source_digest(mine)
+    module.write_text("def exp_mine(ctx):\n    return []  # an edit\n")
+    checkpoint._files_digest.cache_clear()  # a new process reads the file again
+    assert len(first) == 16 and source_digest(mine) != first
 
 
 def test_a_finished_output_rerun_reuses_everything(tmp_path, fake_suite):

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -74,7 +76,27 @@ def fingerprint(ctx: Context, exp: Experiment) -> dict[str, Any]:
     sizes = dataclasses.asdict(ctx.sizes) if ctx.sizes is not None else None
     return {"experiment": experiment_key(exp), "claims": list(getattr(exp, "claims", [])),
             "sizes": json.loads(json.dumps(sizes)), "seed": ctx.seed,
-            "kernel_step": "fused" if ctx.fused else "unfused", "version": __version__}
+            "kernel_step": "fused" if ctx.fused else "unfused", "version": __version__, "source": source_digest(exp)}
+
+
+@functools.cache
+def _files_digest(files: tuple[Path, ...]) -> str:
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def source_digest(exp: Experiment) -> str:
+    """sha256 of the source of the code that defines ``exp``: every .py file of its package (a paper's, with
+    its configs and rules), or its module alone outside a package. A saved result made before that code
+    changed (other configs, another rule, prompts drawn otherwise) is not reused under the same name."""
+    module = sys.modules.get(exp.__module__)
+    path = Path(getattr(module, "__file__", "") or "")
+    if not path.is_file():
+        return ""
+    in_package = bool(getattr(module, "__package__", "")) and (path.parent / "__init__.py").is_file()
+    return _files_digest(tuple(sorted(path.parent.rglob("*.py"))) if in_package else (path,))
 
 
 _CLAIMS_ADAPTER = TypeAdapter(list[ClaimResult])
