@@ -61,9 +61,12 @@ def gd_layers_loss(preconditioners: torch.Tensor, task: GaussianTask, covs: torc
     covariances ``covs`` (S, D, D). With P_l = prod_{j > l}(I - A_j Lh): w - w_L = P_{-1} w - sum_l P_l A_l e,
     e = (1/N) sum_n eps_n x_n, E[e e^T | X] = sigma^2 Lh / N."""
     eye = torch.eye(task.dim, dtype=DTYPE)
-    err = eye.expand_as(covs)  # prod (I - A_l Lh), built from the first layer
-    noise_map = torch.zeros_like(covs)  # sum_l P_l A_l, built alongside
-    for a in preconditioners:
+    # the first layer from I and 0 without multiplying by them: (I - A_1 Lh) I and (I - A_1 Lh) 0 + A_1 are these
+    # numbers exactly, and skipping them saves two of the batched products (and their backward)
+    first = eye - preconditioners[0] @ covs
+    err = first  # prod (I - A_l Lh)
+    noise_map = preconditioners[0].expand_as(covs)  # sum_l P_l A_l, built alongside
+    for a in preconditioners[1:]:
         step = eye - a @ covs
         err, noise_map = step @ err, step @ noise_map + a
     lq, om = task.lam_q, task.omega()
