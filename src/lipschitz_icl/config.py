@@ -46,7 +46,8 @@ FACTORED_MODELS = ("factored", "linear_attention_factored")  # separate W_Q, W_K
 RANDOM_INIT_MODELS = (*NEURAL_MODELS, "linear_attention_factored")  # zero weights are a stationary point
 FLOAT32_MAX = 3.4028234663852886e38  # the largest float32: a step size above it cannot be applied
 # (section, key, default): out of the config hash at their default (older configs keep their hashes)
-HASH_DEFAULTS = (("engine", "fused", False), ("features", "cov", None), ("eval", "geometry", None))
+HASH_DEFAULTS = (("engine", "fused", False), ("features", "cov", None), ("eval", "geometry", None),
+                 ("prompt", "draw_dtype", "engine"))
 _PLUGIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
@@ -62,7 +63,6 @@ class _Strict(BaseModel):
         if ann in (int, float) and isinstance(v, bool | bytes | bytearray):
             raise ValueError(f"must be a number (got {_short(v)})")
         return _whole(v) if ann in (int, int | None) else v
-
 
 
 class FeaturesConfig(_Strict):
@@ -142,6 +142,9 @@ class FeaturesConfig(_Strict):
 
 class PromptConfig(_Strict):
     N: int = Field(50, ge=1, le=10_000_000, description="context tokens per prompt")
+    draw_dtype: Literal["engine", "float32"] = Field(
+        "engine", description="sampled: the training prompts' normals and functions are drawn in engine.dtype, or "
+                              "in float32 (5x faster draws on a CPU) and cast to engine.dtype")
 
 
 class TaskConfig(_Strict):
@@ -173,15 +176,12 @@ class ModelConfig(_Strict):
     @model_validator(mode="after")
     def _kind_fields(self) -> ModelConfig:
         if self.kind in RANDOM_INIT_MODELS and self.init == "zero":
-            raise ConfigError(
-                "model.init", f"model.kind={self.kind} needs random init (zero weights are a stationary point)"
-            )
+            raise ConfigError("model.init", f"model.kind={self.kind} needs random init (zero weights are a stationary "
+                              "point)")
         if self.kind == "transformer":
             if self.width % self.n_heads:
-                raise ConfigError(
-                    "model.width",
-                    f"must be a multiple of model.n_heads (got width={self.width}, n_heads={self.n_heads})",
-                )
+                raise ConfigError("model.width", f"must be a multiple of model.n_heads (got width={self.width}, "
+                                  f"n_heads={self.n_heads})")
         else:
             for key in ("n_layers", "n_heads"):
                 if getattr(self, key) != 1:
@@ -344,7 +344,7 @@ class Config(_Strict):
 
     def config_hash(self) -> str:
         """Stable hash of everything that changes the run's numbers (the name excluded). Keys added
-        later (HASH_DEFAULTS: engine.fused, features.cov, eval.geometry) enter only when set, so the
+        later (HASH_DEFAULTS: engine.fused, features.cov, eval.geometry, prompt.draw_dtype) enter only when set, so the
         hashes of configs written before they existed stay the same."""
         data = self.model_dump(mode="json", exclude={"name"})
         for section, key, default in HASH_DEFAULTS:

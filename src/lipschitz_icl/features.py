@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from .errors import ConfigError
+from .rng import normals
 
 
 @dataclass(frozen=True)
@@ -61,11 +62,11 @@ class FeatureSet:
         ids = torch.multinomial(self.p, n, replacement=True, generator=gen)
         return ids.reshape(shape)
 
-    def tokens(self, ids: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-        """x = v_z + sigma xi, xi ~ N(0, I/d); shape ids.shape + (d,)."""
+    def tokens(self, ids: torch.Tensor, gen: torch.Generator, draw_dtype: torch.dtype | None = None) -> torch.Tensor:
+        """x = v_z + sigma xi, xi ~ N(0, I/d); shape ids.shape + (d,) (xi drawn in ``draw_dtype``, see rng.normals)."""
         x = self.V.T[ids]
         if self.noise > 0:
-            xi = torch.randn(x.shape, generator=gen, dtype=x.dtype, device=x.device)
+            xi = normals(x.shape, gen, x.dtype, draw_dtype, x.device)
             x = x + self.noise * xi / self.d**0.5
         return x
 

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from .errors import ConfigError
+from .rng import normals
 
 CONTINUOUS_KINDS = ("sphere", "gaussian_inputs")
 NO_FEATURE = -1  # the feature id of every token of a continuous input distribution
@@ -47,9 +48,10 @@ class ContinuousInputs:
         """Feature ids: NO_FEATURE everywhere (nothing is drawn)."""
         return torch.full(shape, NO_FEATURE, dtype=torch.long)
 
-    def tokens(self, ids: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-        """ids.shape + (d,) tokens drawn from ``gen`` (one standard normal per coordinate)."""
-        z = torch.randn(*ids.shape, self.d, generator=gen, dtype=self.dtype)
+    def tokens(self, ids: torch.Tensor, gen: torch.Generator, draw_dtype: torch.dtype | None = None) -> torch.Tensor:
+        """ids.shape + (d,) tokens drawn from ``gen`` (one standard normal per coordinate, drawn in ``draw_dtype``:
+        see rng.normals; the transform is computed in ``self.dtype``)."""
+        z = normals((*ids.shape, self.d), gen, self.dtype, draw_dtype)
         if self.kind == "sphere":
             x = z / z.norm(dim=-1, keepdim=True)  # uniform on S^{d-1}
         elif self.chol is None:

@@ -94,8 +94,10 @@ class KernelEngine(Engine):
                 f"the kernel engine supports model.kind=reduced or linear_attention only (got {cfg.model.kind}; "
                 "use engine.kind=sampled)",
             )
-        if cfg.engine.train_prompts is not None:
-            raise ConfigError("engine.train_prompts", "needs engine.kind=sampled (the kernel engine has no prompts)")
+        for field, value, default in (("engine.train_prompts", cfg.engine.train_prompts, None),
+                                      ("prompt.draw_dtype", cfg.prompt.draw_dtype, "engine")):
+            if value != default:
+                raise ConfigError(field, "needs engine.kind=sampled (the kernel engine has no prompts)")
         if cfg.engine.counts == "exact" and cfg.model.kind != "reduced":
             raise ConfigError("engine.counts", f"exact counts are for model.kind=reduced (got {cfg.model.kind}: its "
                               "loss needs only the counts' first two moments); allowed: multinomial, mean_field")

@@ -18,7 +18,7 @@ from ..features import FeatureSet
 from ..geometry import prompt_metrics, query_distances
 from ..inputs import ContinuousInputs, records_geometry
 from ..models import effective_Q, is_linear
-from ..rng import make_generator
+from ..rng import make_generator, normals
 from ..tasks import TaskClass, check_finite
 from .base import Engine, Objective, SizeCheck, StepOutput
 from .kernel_spec import engine_inputs
@@ -27,6 +27,9 @@ from .registry import register_engine
 if TYPE_CHECKING:
     from ..config import Config
     from ..problem import Problem
+
+
+DRAW_DTYPES = {"engine": None, "float32": torch.float32}  # prompt.draw_dtype -> the draws' dtype (None: engine.dtype)
 
 
 @dataclass
@@ -54,18 +57,26 @@ class PromptBatch:
 
 def draw_prompts(
     fs: FeatureSet | ContinuousInputs, task: TaskClass, N: int, B: int, tau: float, gen: torch.Generator,
-    device: torch.device | str = "cpu",
+    device: torch.device | str = "cpu", draw_dtype: torch.dtype | None = None,
 ) -> PromptBatch:
     """B prompts of N context tokens and a query from ``fs`` (features, or continuous inputs whose
-    feature ids are all -1), a function of ``task`` per prompt, labels f(x_i) + tau eps_i."""
+    feature ids are all -1), a function of ``task`` per prompt, labels f(x_i) + tau eps_i.
+    ``draw_dtype`` (prompt.draw_dtype; default: the tokens' dtype): the normals of the tokens and the label
+    noise are drawn in it (rng.normals), and the task draws its functions in it; all are cast to the tokens'
+    dtype before the labels are computed."""
     ids = fs.sample_ids((B, N + 1), gen)
-    x = fs.tokens(ids, gen)
-    funcs = task.sample(B, gen, x.dtype)
+    x = fs.tokens(ids, gen, draw_dtype)
+    funcs = _cast(task.sample(B, gen, draw_dtype or x.dtype), x.dtype)
     y = check_finite(task.evaluate(funcs, x), task.label)
     if tau > 0:
-        noise = tau * torch.randn(B, N, generator=gen, dtype=y.dtype)
+        noise = tau * normals((B, N), gen, y.dtype, draw_dtype)
         y = torch.cat([y[:, :N] + noise, y[:, N:]], dim=1)
     return PromptBatch(ids.to(device), x.to(device), y.to(device))
+
+
+def _cast(funcs: dict, dtype: torch.dtype) -> dict:
+    """The floating tensors of a task's drawn functions in ``dtype`` (the rest as they are)."""
+    return {k: v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for k, v in funcs.items()}
 
 
 def attention_by_feature(ids: torch.Tensor, attn: torch.Tensor, K: int) -> torch.Tensor:
@@ -101,7 +112,7 @@ class SampledEngine(Engine):
             fs, problem.task, model.to(device), cfg.prompt.N, batch=cfg.engine.batch,
             resample=cfg.resample, tau=cfg.task.label_noise, seed=cfg.seed, test_tasks=test_tasks,
             test_prompts=cfg.eval.functions, device=device, train_prompts=cfg.engine.train_prompts,
-            geometry=records_geometry(cfg),
+            geometry=records_geometry(cfg), draw_dtype=DRAW_DTYPES[cfg.prompt.draw_dtype],
         )
 
     @classmethod
@@ -145,8 +156,10 @@ class SampledEngine(Engine):
         device: torch.device,
         train_prompts: int | None = None,
         geometry: bool = False,
+        draw_dtype: torch.dtype | None = None,
     ) -> None:
         self.fs, self.task, self.model, self.N, self.B, self.tau = fs, task, model, N, batch, tau
+        self.draw_dtype = draw_dtype  # prompt.draw_dtype: the training prompts' draws (test prompts: engine.dtype)
         self.device = device
         self.resample = resample and train_prompts is None
         self.V = fs.V.to(device) if isinstance(fs, FeatureSet) else None  # None: continuous inputs
@@ -156,7 +169,7 @@ class SampledEngine(Engine):
         self.train_set: PromptBatch | None = None  # the M prompts of a finite training set
         self.last_index: torch.Tensor | None = None  # rows of train_set in the last minibatch
         if train_prompts is not None:
-            self.train_set = draw_prompts(fs, task, N, train_prompts, tau, self.gen, device)
+            self.train_set = draw_prompts(fs, task, N, train_prompts, tau, self.gen, device, draw_dtype)
             self.batch = self.train_set if batch >= train_prompts else None
         else:
             self.batch = None if self.resample else self._draw()
@@ -166,7 +179,7 @@ class SampledEngine(Engine):
         }
 
     def _draw(self) -> PromptBatch:
-        return draw_prompts(self.fs, self.task, self.N, self.B, self.tau, self.gen, self.device)
+        return draw_prompts(self.fs, self.task, self.N, self.B, self.tau, self.gen, self.device, self.draw_dtype)
 
     def _next_batch(self) -> PromptBatch:
         if self.batch is not None:

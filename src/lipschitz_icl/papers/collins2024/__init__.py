@@ -16,7 +16,7 @@ PAPER = register_paper(Paper(
               "Nadaraya-Watson estimator; linear attention cannot do the same; low-rank directional adaptation). "
               "The full text's theorems, constants and experimental settings were not reachable: CL1-CL6 are "
               "this project's statements of those directions, in its own setting (reduced model, Q^(0) = 0, "
-              "inputs uniform on the sphere, the relu_net class, Adam on fresh prompts).",
+              "inputs uniform on the sphere, the relu_net class, Adam on fresh prompts drawn in float32).",
     claims=("CL1", "CL2", "CL3", "CL4", "CL5", "CL6"),
 ))
 

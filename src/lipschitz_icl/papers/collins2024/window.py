@@ -9,7 +9,7 @@ from ... import plots
 from ...experiments.claims import ClaimResult, claim
 from ...experiments.figures import plain_log_ticks
 from .reading import DOWN, UP, direction, runs_read
-from .sweep import BASE, KIND, D
+from .sweep import BASE, DRAW_DTYPE, KIND, D
 
 STATEMENTS = {  # the claims this file tests, in this project's words
     "CL1": "Trained softmax attention sharpens with the Lipschitz bound: on continuous inputs ||Q|| grows and the "
@@ -34,7 +34,8 @@ AXIS_LABEL = {"L": "L", "tau": "label noise tau", "N": "context size N"}
 
 def _rule(axis: str, what: str) -> str:
     return (f"Reduced softmax model (Q^(0) = 0) on inputs uniform on S^{D - 1}, {KIND} class, Adam on fresh "
-            f"prompts; the {axis} axis through L = {BASE['L']:g}, tau = {BASE['tau']:g}, N = {BASE['N']}. "
+            f"prompts (drawn in {DRAW_DTYPE}); the {axis} axis through L = {BASE['L']:g}, tau = {BASE['tau']:g}, "
+            f"N = {BASE['N']}. "
             f"Per seed, the log-log slopes of {what} against {axis} and the worst local slope (between "
             "successive values); bootstrap intervals of their medians over >= 5 seeds. Supported if the worst "
             "local slope's interval lies wholly on the claimed side of 0; not supported if the slope's or the "
