@@ -63,8 +63,7 @@ def gd_layers_loss(preconditioners: torch.Tensor, task: GaussianTask, covs: torc
     eye = torch.eye(task.dim, dtype=DTYPE)
     # the first layer from I and 0 without multiplying by them: (I - A_1 Lh) I and (I - A_1 Lh) 0 + A_1 are these
     # numbers exactly, and skipping them saves two of the batched products (and their backward)
-    first = eye - preconditioners[0] @ covs
-    err = first  # prod (I - A_l Lh)
+    err = eye - preconditioners[0] @ covs  # prod (I - A_l Lh)
     noise_map = preconditioners[0].expand_as(covs)  # sum_l P_l A_l, built alongside
     for a in preconditioners[1:]:
         step = eye - a @ covs

@@ -6,11 +6,8 @@ import math
 
 import torch
 
+from ..rng import normals
 from .base import Funcs, TaskClass, register_task
-
-
-def _randn(gen: torch.Generator, *shape: int, dtype: torch.dtype, device) -> torch.Tensor:
-    return torch.randn(*shape, generator=gen, dtype=dtype, device=device)
 
 
 @register_task
@@ -21,7 +18,7 @@ class Linear(TaskClass):
     rotation_invariant = True  # w, W1, centres, omega, c: isotropic laws
 
     def sample(self, n, gen, dtype, device="cpu") -> Funcs:
-        w = _randn(gen, n, self.d, dtype=dtype, device=device)
+        w = normals((n, self.d), gen, dtype, device=device)
         return {"w": self.L * w / w.norm(dim=1, keepdim=True)}
 
     def evaluate(self, funcs, x):
@@ -44,9 +41,9 @@ class ReluNet(TaskClass):
 
     def sample(self, n, gen, dtype, device="cpu") -> Funcs:
         h, d = self.params["width"], self.d
-        W1 = _randn(gen, n, h, d, dtype=dtype, device=device) / math.sqrt(d)
-        b1 = self.params["bias"] * _randn(gen, n, h, dtype=dtype, device=device) / math.sqrt(d)
-        W2 = _randn(gen, n, h, dtype=dtype, device=device) / math.sqrt(h)
+        W1 = normals((n, h, d), gen, dtype, device=device) / math.sqrt(d)
+        b1 = self.params["bias"] * normals((n, h), gen, dtype, device=device) / math.sqrt(d)
+        W2 = normals((n, h), gen, dtype, device=device) / math.sqrt(h)
         bound = W2.norm(dim=1) * torch.linalg.matrix_norm(W1, ord=2)
         return {"W1": W1, "b1": b1, "W2": W2 * (self.L / bound).unsqueeze(1)}
 
@@ -76,8 +73,8 @@ class RBF(TaskClass):
 
     def sample(self, n, gen, dtype, device="cpu") -> Funcs:
         J, d = self.params["centers"], self.d
-        c = self.params["spread"] * _randn(gen, n, J, d, dtype=dtype, device=device) / math.sqrt(d)
-        a = _randn(gen, n, J, dtype=dtype, device=device)
+        c = self.params["spread"] * normals((n, J, d), gen, dtype, device=device) / math.sqrt(d)
+        a = normals((n, J), gen, dtype, device=device)
         bound = a.abs().sum(1) * math.exp(-0.5) / self.params["width"]
         return {"c": c, "a": a * (self.L / bound).unsqueeze(1)}
 
@@ -103,7 +100,7 @@ class Sinusoid(TaskClass):
     defaults = {"freq": 2.0}
 
     def sample(self, n, gen, dtype, device="cpu") -> Funcs:
-        omega = self.params["freq"] * _randn(gen, n, self.d, dtype=dtype, device=device) / math.sqrt(self.d)
+        omega = self.params["freq"] * normals((n, self.d), gen, dtype, device=device) / math.sqrt(self.d)
         phi = 2 * math.pi * torch.rand(n, generator=gen, dtype=dtype, device=device)
         return {"omega": omega, "phi": phi}
 
@@ -122,7 +119,7 @@ class Norm(TaskClass):
     defaults = {"spread": 1.0}
 
     def sample(self, n, gen, dtype, device="cpu") -> Funcs:
-        c = self.params["spread"] * _randn(gen, n, self.d, dtype=dtype, device=device) / math.sqrt(self.d)
+        c = self.params["spread"] * normals((n, self.d), gen, dtype, device=device) / math.sqrt(self.d)
         return {"c": c}
 
     def evaluate(self, funcs, x):
@@ -143,7 +140,7 @@ class AnisoLinear(TaskClass):
         return self.params["decay"] ** (j / max(self.d - 1, 1))
 
     def sample(self, n, gen, dtype, device="cpu") -> Funcs:
-        w = _randn(gen, n, self.d, dtype=dtype, device=device) * self.axis_scales(dtype, device)
+        w = normals((n, self.d), gen, dtype, device=device) * self.axis_scales(dtype, device)
         return {"w": self.L * w / w.norm(dim=1, keepdim=True)}
 
     def evaluate(self, funcs, x):
