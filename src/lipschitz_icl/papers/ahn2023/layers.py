@@ -53,23 +53,26 @@ CAPTIONS = {
 }
 
 
-def _train_gd(task, sizes: AhnSizes, L: int, seed: int, draws: int, steps: int, init=None) -> dict:
-    """One gd_layers run, read on a held-out quadrature (HELD_FACTOR x draws, an independent seed)."""
+def _train_gd(task, sizes: AhnSizes, L: int, seed: int, draws: int, steps: int, compiled: bool,
+              init=None) -> dict:
+    """One gd_layers run, read on a held-out quadrature (HELD_FACTOR x draws, an independent seed); ``compiled``:
+    its loss and gradient by gd_compiled (numba), as reproduce's other compiled steps."""
     form = Form("gd_layers", layers=L)
     run = train_linear(form, task, lr=GD_LR, steps=steps, engine="exact", seed=seed, init_scale=INIT,
-                       init=init, record_every=max(steps // 10, 1), context_draws=draws)
+                       init=init, record_every=max(steps // 10, 1), context_draws=draws, compiled=compiled)
     held = ExactEngine(task, 10_000 + seed, HELD_FACTOR * sizes.draws)
     return {"params": run.params, "error": float(held.loss(form, run.params)),
             "commutator": max(commutator(a, task.cov) for a in run.params["A"])}
 
 
-def _gd_table(task, sizes: AhnSizes) -> tuple[pd.DataFrame, dict]:
+def _gd_table(task, sizes: AhnSizes, compiled: bool) -> tuple[pd.DataFrame, dict]:
     """Every (seed, L) of gd_layers at the engine's draws and re-converged at twice the draws."""
     rows, params = [], {}
     for seed in range(sizes.seeds):
         for L in sizes.layers:
-            base = _train_gd(task, sizes, L, seed, sizes.draws, sizes.gd_steps)
-            fine = _train_gd(task, sizes, L, seed, 2 * sizes.draws, sizes.gd_steps // 2, init=base["params"])
+            base = _train_gd(task, sizes, L, seed, sizes.draws, sizes.gd_steps, compiled)
+            fine = _train_gd(task, sizes, L, seed, 2 * sizes.draws, sizes.gd_steps // 2, compiled,
+                             init=base["params"])
             params[(seed, L)] = (base["params"], fine["params"])
             rows.append({"seed": seed, "L": L, "error": base["error"], "commutator": base["commutator"],
                          "error_refined": fine["error"], "commutator_refined": fine["commutator"]})
@@ -106,7 +109,7 @@ def exp_ahn(ctx: Context) -> list[ClaimResult]:
     """gd_layers along L (AH1) and the free L-layer model against it (AH2)."""
     sizes = AHN_SIZES[ctx.sizes.level]
     task = ahn_task(sizes)
-    gd, params = _gd_table(task, sizes)
+    gd, params = _gd_table(task, sizes, ctx.fused)
     full, curves = _full_table(task, sizes, params)
     data = [write_data(ctx, "ahn_layers", gd), write_data(ctx, "ahn_full", full)]
     one_layer = optimal_error(task)
