@@ -44,6 +44,17 @@ def test_float32_draws_give_float64_prompts_of_the_same_law(features):
         assert abs(float(a.mean() - b.mean())) < 0.05 and abs(float(a.std() / b.std()) - 1) < 0.05
 
 
+def test_float32_draws_evaluate_the_labels_in_float32_on_the_rounded_tokens():
+    cfg = li.load_config(None, SPHERE)
+    fs, task = build_inputs(cfg), make_task("relu_net", 4.0, 3, {})
+    got = draw_prompts(fs, task, 16, 256, 0.0, make_generator(5, "p"), draw_dtype=torch.float32)
+    gen = make_generator(5, "p")  # the same stream, step by step: ids, tokens, functions
+    ids = fs.sample_ids((256, 17), gen)
+    x = fs.tokens(ids, gen, torch.float32)
+    labels = task.evaluate(task.sample(256, gen, torch.float32), x.float())
+    assert labels.dtype == torch.float32 and torch.equal(got.y, labels.double()) and torch.equal(got.x, x)
+
+
 def test_float32_functions_keep_their_lipschitz_bound_to_float32_resolution():
     task = make_task("relu_net", 4.0, 3, {})
     funcs = task.sample(512, make_generator(1, "f"), torch.float32)

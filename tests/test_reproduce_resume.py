@@ -17,6 +17,7 @@ import fake_experiments
 import pytest
 from typer.testing import CliRunner
 
+from lipschitz_icl import NUMERICS_REVISION, load_run
 from lipschitz_icl.cli import app
 from lipschitz_icl.experiments import checkpoint, registry, run_experiments
 from lipschitz_icl.experiments import runner as exp_runner
@@ -173,6 +174,21 @@ def test_a_result_made_by_other_source_code_is_never_reused(tmp_path, fake_suite
     saved["fingerprint"]["source"] = "0" * 16  # as the experiment's code was before an edit
     path.write_text(json.dumps(saved))
     assert load_checkpoint(ctx, fake_experiments.exp_first) is None
+
+
+def test_a_result_or_run_of_another_numerics_revision_is_never_reused(tmp_path, fake_suite, monkeypatch):
+    out = tmp_path / "out"
+    assert _reproduce(out).exit_code == 0
+    ctx = Context(out=out, quick=True, fused=fused_available())
+    assert load_checkpoint(ctx, fake_experiments.exp_first) is not None
+    summary = next((out / "runs").rglob("summary.json"))
+    cfg = load_run(summary.parent).config
+    assert json.loads(summary.read_text())["versions"]["numerics"] == str(NUMERICS_REVISION)
+    assert exp_runner._reusable(summary.parent, cfg) is not None
+    for module in (checkpoint, exp_runner):  # as if the numbers a config gives had changed since
+        monkeypatch.setattr(module, "NUMERICS_REVISION", NUMERICS_REVISION + 1)
+    assert load_checkpoint(ctx, fake_experiments.exp_first) is None
+    assert exp_runner._reusable(summary.parent, cfg) is None
 
 
 def test_the_source_digest_follows_the_bytes_of_the_module(tmp_path, monkeypatch):

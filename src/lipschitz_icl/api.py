@@ -25,7 +25,7 @@ import pandas as pd
 import pyarrow as pa
 import torch
 
-from . import __version__
+from . import NUMERICS_REVISION, __version__
 from .analysis import analyze_run_object
 from .config import Config, apply_overrides, load_config, validate_config
 from .engines import Engine, build_engine
@@ -148,6 +148,7 @@ class Run:
 def versions() -> dict[str, str]:
     return {
         "lipschitz_icl": __version__,
+        "numerics": str(NUMERICS_REVISION),  # what a run's numbers were computed by (reproduce --resume checks it)
         "torch": torch.__version__,
         "numpy": np.__version__,
         "python": platform.python_version(),

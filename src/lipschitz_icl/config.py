@@ -143,8 +143,8 @@ class FeaturesConfig(_Strict):
 class PromptConfig(_Strict):
     N: int = Field(50, ge=1, le=10_000_000, description="context tokens per prompt")
     draw_dtype: Literal["engine", "float32"] = Field(
-        "engine", description="sampled: the training prompts' normals and functions are drawn in engine.dtype, or "
-                              "in float32 (5x faster draws on a CPU) and cast to engine.dtype")
+        "engine", description="sampled: the training prompts' normals, functions and labels are made in "
+                              "engine.dtype, or in float32 (5x faster draws on a CPU) and cast to engine.dtype")
 
 
 class TaskConfig(_Strict):

@@ -62,21 +62,18 @@ def draw_prompts(
     """B prompts of N context tokens and a query from ``fs`` (features, or continuous inputs whose
     feature ids are all -1), a function of ``task`` per prompt, labels f(x_i) + tau eps_i.
     ``draw_dtype`` (prompt.draw_dtype; default: the tokens' dtype): the normals of the tokens and the label
-    noise are drawn in it (rng.normals), and the task draws its functions in it; all are cast to the tokens'
-    dtype before the labels are computed."""
+    noise are drawn in it (rng.normals), the task draws its functions in it and evaluates them in it, on the
+    tokens rounded to it; tokens (sphere tokens normalised in their own dtype) and labels come back in the
+    tokens' dtype."""
     ids = fs.sample_ids((B, N + 1), gen)
     x = fs.tokens(ids, gen, draw_dtype)
-    funcs = _cast(task.sample(B, gen, draw_dtype or x.dtype), x.dtype)
-    y = check_finite(task.evaluate(funcs, x), task.label)
+    at = draw_dtype or x.dtype  # the dtype the functions are drawn and evaluated in
+    y = task.evaluate(task.sample(B, gen, at), x.to(at)).to(x.dtype)
+    y = check_finite(y, task.label)
     if tau > 0:
         noise = tau * normals((B, N), gen, y.dtype, draw_dtype)
         y = torch.cat([y[:, :N] + noise, y[:, N:]], dim=1)
     return PromptBatch(ids.to(device), x.to(device), y.to(device))
-
-
-def _cast(funcs: dict, dtype: torch.dtype) -> dict:
-    """The floating tensors of a task's drawn functions in ``dtype`` (the rest as they are)."""
-    return {k: v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for k, v in funcs.items()}
 
 
 def attention_by_feature(ids: torch.Tensor, attn: torch.Tensor, K: int) -> torch.Tensor:

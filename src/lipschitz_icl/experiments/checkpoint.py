@@ -1,10 +1,10 @@
 """Running a list of experiments so that an interruption is reported and a rerun resumes.
 
 * Each finished experiment's claims are saved as ``<out>/experiments/<module>.<name>.json`` with a
-  fingerprint (experiment, claims, sizes, seed, kernel step, package version) and a checksum of the
-  claims; a rerun reuses a saved result only when its fingerprint matches, its checksum and field
-  types hold, and every run its claims rest on is still there and finished, so a rerun with other
-  options, a hand-edited file or a half-overwritten output never reuses stale results.
+  fingerprint (experiment, claims, sizes, seed, kernel step, package version, numerics revision, a digest
+  of its source) and a checksum of the claims; a rerun reuses a saved result only when its fingerprint
+  matches, its checksum and field types hold, and every run its claims rest on is still there and
+  finished, so a rerun with other options, a hand-edited file or a half-overwritten output never reuses stale results.
 * Inside an experiment, every run is written as it stops (``runner.run_group``); a resumed experiment
   reuses the finished runs of the same config and trains only the rest (``Context.resume``).
 * A failed write (an OSError: disk full, permissions) stops the whole job: it is not an experiment's
@@ -36,7 +36,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from .. import __version__
+from .. import NUMERICS_REVISION, __version__
 from ..store import SUMMARY_FILE, atomic_write_json
 from ..threads import single_threaded_torch
 from .claims import INCONCLUSIVE, STATEMENTS, ClaimResult
@@ -76,7 +76,8 @@ def fingerprint(ctx: Context, exp: Experiment) -> dict[str, Any]:
     sizes = dataclasses.asdict(ctx.sizes) if ctx.sizes is not None else None
     return {"experiment": experiment_key(exp), "claims": list(getattr(exp, "claims", [])),
             "sizes": json.loads(json.dumps(sizes)), "seed": ctx.seed,
-            "kernel_step": "fused" if ctx.fused else "unfused", "version": __version__, "source": source_digest(exp)}
+            "kernel_step": "fused" if ctx.fused else "unfused", "version": __version__, "numerics": NUMERICS_REVISION,
+            "source": source_digest(exp)}
 
 
 @functools.cache

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import __version__
+from .. import NUMERICS_REVISION, __version__
 from ..api import Run, load_run, write_run
 from ..batch import RunsInterrupted, run_many
 from ..config import Config, apply_overrides, load_config, validate_config
@@ -45,7 +45,8 @@ class Context:
     # forked processes a group's unbatched runs share (lanes.run_in_lanes)
     sizes: Sizes | None = None  # default: QUICK or FULL by ``quick``
     run_dirs: list[str] = field(default_factory=list)
-    fused: bool = False  # kernel-engine runs that allow it take the compiled step (engine.fused; numba)
+    fused: bool = False  # kernel-engine runs that allow it take the compiled step (engine.fused; numba), and
+    # gd_layers on the exact engine its compiled loss and gradient (ExactEngine.compiled)
     resume: bool = False  # reuse the finished runs already in out/runs (same config hash, same version)
     exact_counts: bool = False  # base configs take engine.counts=exact (a refinement: no count draws)
     tracker: str | None = None  # --tracker: each run written under out/runs gets its event files (tracking.py)
@@ -144,12 +145,13 @@ FINISHED_STATUSES = ("converged", "trivial", "budget", "diverged")  # a run that
 
 
 def _reusable(run_dir: Path, cfg: Config) -> Run | None:
-    """The finished run in ``run_dir`` when it is ``cfg``'s (same config hash, same package version),
-    else None (missing, interrupted, failed, from another config or version: it is trained again)."""
+    """The finished run in ``run_dir`` when it is ``cfg``'s (same config hash, package version and numerics
+    revision), else None (missing, interrupted, failed, from another config or version: it is trained again)."""
     try:  # read_summary: a file nested too deeply or of ill-typed fields is bad input, then trained again
         summary = read_summary(run_dir) if (run_dir / SUMMARY_FILE).is_file() else {}
         if (summary.get("status") not in FINISHED_STATUSES or summary.get("config_hash") != cfg.config_hash()
-                or summary.get("versions", {}).get("lipschitz_icl") != __version__):
+                or summary.get("versions", {}).get("lipschitz_icl") != __version__
+                or summary.get("versions", {}).get("numerics") != str(NUMERICS_REVISION)):
             return None
         return load_run(run_dir)
     except (OSError, ValueError, AttributeError, TypeError, UserInputError):
