@@ -17,6 +17,7 @@ from lipschitz_icl.papers.lu2025.model import (
     core_gamma,
     draw_statistics,
     errors,
+    features,
     fit,
     normalised_pool,
     paper_error,
@@ -83,6 +84,17 @@ def test_the_sampler_matches_explicit_prompts_in_its_moments():
         cross = float(torch.trace(task.cov @ task.cov @ task.omega()))  # E[y_q x_q^T h] = tr(Lambda^2 Omega)
         assert float((st["yq"] * (st["xq"] * st["h"]).sum(1)).mean()) == pytest.approx(cross, rel=0.05)
     assert float((fast["ybar2"] ** 2).mean()) == pytest.approx(float((slow["ybar2"] ** 2).mean()), rel=0.02)
+
+
+@pytest.mark.parametrize("augmented", [False, True])
+def test_the_fit_from_pair_products_is_the_ridge_on_the_explicit_features(augmented):
+    s = LuSetting(6, 3.0, 2.0, 5.0, 0.1, 0.05)
+    gen = make_generator(2, "test:lu-fit")
+    stats = draw_statistics(normalised_pool(12, 6, gen)[torch.randint(12, (180,), generator=gen)], s, gen)
+    phi = features(stats, augmented)  # H, one Kronecker row per prompt
+    gram = phi.T @ phi + 180 / 6 * 0.05 * torch.eye(phi.shape[1], dtype=phi.dtype)
+    want = torch.linalg.solve(gram, phi.T @ stats["yq"]).reshape(6, -1)
+    torch.testing.assert_close(fit(stats, 0.05, augmented), want, rtol=1e-10, atol=1e-12)
 
 
 def test_the_ridgeless_fit_minimises_the_sampled_engines_loss_on_its_fixed_prompts():

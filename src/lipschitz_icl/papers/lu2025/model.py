@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from ...linattn import GaussianTask, pool_of, single_error
@@ -81,7 +82,8 @@ def pretraining_tasks(s: LuSetting, gen: torch.Generator, authors: bool = False)
 def draw_statistics(tasks: torch.Tensor, s: LuSetting, gen: torch.Generator) -> dict[str, torch.Tensor]:
     """For each task w (rows), one prompt's h = (1/N) sum y_n x_n, ybar2 = (1/N) sum y_n^2, x_q and y_q, exact in
     distribution: with z_n = sqrt(d) x_n, u_n = w-hat . z_n, c = ||w||/sqrt(d), y_n = c u_n + eps_n; eps . u =
-    ||eps|| a, ||u||^2 = a^2 + chi^2_{N-1}; the part of sum y_n z_n across w-hat is ||y|| times a Gaussian."""
+    ||eps|| a, ||u||^2 = a^2 + chi^2_{N-1}; the part of sum y_n z_n across w-hat is ||y|| times a Gaussian. The
+    chi^2 variables come from numpy's sampler (seeded from ``gen``), not as sums of N squared normals."""
     n, d = tasks.shape
     big_n, sigma = s.n_context, math.sqrt(s.rho)
     r = tasks.norm(dim=1)
@@ -91,8 +93,9 @@ def draw_statistics(tasks: torch.Tensor, s: LuSetting, gen: torch.Generator) -> 
         return torch.randn(*shape, generator=gen, dtype=tasks.dtype)
 
     a = randn(n)
-    q2 = (randn(n, big_n - 1) ** 2).sum(1) if big_n > 1 else torch.zeros(n, dtype=tasks.dtype)  # chi^2_{N-1}
-    e_norm = sigma * (randn(n, big_n) ** 2).sum(1).sqrt()  # ||eps||
+    chi2 = np.random.default_rng(int(torch.randint(2 ** 62, (1,), generator=gen)))  # numpy's exact chi^2 sampler
+    q2 = torch.from_numpy(chi2.chisquare(big_n - 1, n)) if big_n > 1 else torch.zeros(n, dtype=tasks.dtype)
+    e_norm = sigma * torch.from_numpy(chi2.chisquare(big_n, n)).sqrt()  # ||eps||, sigma chi_N
     along = c * (a ** 2 + q2) + e_norm * a  # sum y_n u_n
     y2 = (c * a + e_norm) ** 2 + c ** 2 * q2  # ||y||^2
     g = randn(n, d)
@@ -117,14 +120,31 @@ def features(stats: dict[str, torch.Tensor], augmented: bool) -> torch.Tensor:
     return (xq[:, :, None] * right[:, None, :]).reshape(xq.shape[0], -1)
 
 
+def _pair_products(v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(v_i v_k for i <= k as rows, shape (m(m+1)/2, B), in triu order; the (m, m) index of each pair, symmetric)."""
+    m = v.shape[1]
+    rows = v.T.contiguous()
+    i, k = torch.triu_indices(m, m)
+    index = torch.empty(m, m, dtype=torch.long)
+    index[i, k] = index[k, i] = torch.arange(len(i))
+    return torch.cat([rows[j] * rows[j:] for j in range(m)]), index
+
+
 def fit(stats: dict[str, torch.Tensor], ridge: float, augmented: bool = False) -> torch.Tensor:
-    """Gamma_paper (d x d or d x (d+1)) by ridge: (H^T H + (n/d) lambda I)^-1 H^T y."""
-    phi = features(stats, augmented)
-    n, d = phi.shape[0], stats["xq"].shape[1]
-    gram, rhs = phi.T @ phi, phi.T @ stats["yq"]
+    """Gamma_paper (d x d or d x (d+1)) by ridge: (H^T H + (n/d) lambda I)^-1 H^T y.
+
+    Each row of H is a Kronecker product x_q (x) r (r = d h, or [d h, ybar2]), so H^T H = sum_mu (x_q x_q^T) (x)
+    (r r^T): its entry ((i, j), (k, l)) is sum_mu x_qi x_qk r_j r_l, a product of the pairs i <= k and j <= l only,
+    about a quarter of the arithmetic of forming H and H^T H (and without H's n x d(d+1) numbers in memory)."""
+    xq, yq = stats["xq"], stats["yq"]
+    n, d = xq.shape
+    right = torch.cat([d * stats["h"], stats["ybar2"][:, None]], 1) if augmented else d * stats["h"]
+    (pq, iq), (pr, ir) = _pair_products(xq), _pair_products(right)
+    m = right.shape[1]
+    gram = (pq @ pr.T)[iq[:, None, :, None], ir[None, :, None, :]].reshape(d * m, d * m)
     gram.diagonal().add_(n / d * ridge)
-    sol = torch.linalg.solve(gram, rhs)
-    return sol.reshape(d, -1)
+    rhs = ((xq * yq[:, None]).T @ right).reshape(-1)  # H^T y
+    return torch.linalg.solve(gram, rhs).reshape(d, -1)
 
 
 def core_gamma(gamma_paper: torch.Tensor) -> torch.Tensor:
