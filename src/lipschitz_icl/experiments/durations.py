@@ -14,26 +14,26 @@ import statistics
 from .registry import Experiment
 
 QUICK_SECONDS = {
-    "exp_regimes": 5.7, "exp_oscillations": 10.2, "exp_beyond": 19.4, "exp_threshold": 20.0, "exp_scaling": 6.7,
-    "exp_tuned": 16.2, "exp_degenerate": 4.3, "exp_predecessor": 1.7, "exp_predecessor_K": 3.5, "exp_collins": 58.9,
-    "exp_zhang_merged": 6.4, "exp_zhang_separate": 6.3, "exp_zfb": 34.7, "exp_ahn": 57.7, "exp_mahankali": 14.6,
-    "exp_lu": 25.6, "exp_sample_size_bound": 1.5, "exp_early_rate": 1.1, "exp_writeup": 5.2,
-    "exp_linear_vs_nonlinear": 27.0, "exp_curriculum": 11.0, "exp_finite_training_set": 4.9, "exp_factored": 1.5,
-    "exp_imbalanced": 1.5, "exp_token_noise": 29.3, "exp_large_L": 2.0, "exp_label_noise": 12.9, "exp_eps_axis": 1.7,
-    "exp_regimes_visible": 21.4, "exp_continuous": 2.5, "exp_transformer": 19.8, "exp_linear_norm": 1.5,
-    "exp_baselines": 3.5,
+    "exp_regimes": 4.4, "exp_oscillations": 8.8, "exp_beyond": 15.1, "exp_threshold": 14.9, "exp_scaling": 5.4,
+    "exp_tuned": 12.6, "exp_degenerate": 4.0, "exp_predecessor": 1.3, "exp_predecessor_K": 2.7, "exp_collins": 43.0,
+    "exp_zhang_merged": 5.3, "exp_zhang_separate": 4.5, "exp_zfb": 30.9, "exp_ahn": 37.9, "exp_mahankali": 12.0,
+    "exp_lu": 10.7, "exp_sample_size_bound": 1.3, "exp_early_rate": 0.9, "exp_writeup": 4.2,
+    "exp_linear_vs_nonlinear": 21.3, "exp_curriculum": 7.4, "exp_finite_training_set": 3.8, "exp_factored": 1.3,
+    "exp_imbalanced": 1.2, "exp_token_noise": 24.6, "exp_large_L": 1.6, "exp_label_noise": 11.8, "exp_eps_axis": 1.5,
+    "exp_regimes_visible": 14.1, "exp_continuous": 2.3, "exp_transformer": 14.7, "exp_linear_norm": 1.1,
+    "exp_baselines": 3.0,
 }
 FULL_SECONDS = {  # the same at full size (reproduce all, 2026-12-07, fused, two experiments at a time with lanes)
-    "exp_regimes": 4.7, "exp_oscillations": 10.5, "exp_beyond": 24.6, "exp_threshold": 80.4, "exp_scaling": 84.6,
-    "exp_tuned": 23.2, "exp_degenerate": 4.8, "exp_predecessor": 1.5, "exp_predecessor_K": 52.6,
-    "exp_collins": 1609.3, "exp_zhang_merged": 36.9, "exp_zhang_separate": 29.7, "exp_zfb": 194.5, "exp_ahn": 1239.7,
-    "exp_mahankali": 86.1, "exp_lu": 507.2, "exp_sample_size_bound": 6.4, "exp_early_rate": 1.0, "exp_writeup": 11.2,
-    "exp_linear_vs_nonlinear": 33.0, "exp_curriculum": 10.8, "exp_finite_training_set": 96.8, "exp_factored": 13.8,
-    "exp_imbalanced": 3.4, "exp_token_noise": 179.9, "exp_large_L": 3.5, "exp_label_noise": 17.5,
-    "exp_eps_axis": 1.9, "exp_regimes_visible": 81.2, "exp_continuous": 107.7, "exp_transformer": 190.9,
-    "exp_linear_norm": 1.6, "exp_baselines": 11.3,
+    "exp_regimes": 4.0, "exp_oscillations": 9.2, "exp_beyond": 19.2, "exp_threshold": 62.2, "exp_scaling": 64.1,
+    "exp_tuned": 14.9, "exp_degenerate": 4.1, "exp_predecessor": 1.4, "exp_predecessor_K": 46.5,
+    "exp_collins": 950.9, "exp_zhang_merged": 30.7, "exp_zhang_separate": 27.4, "exp_zfb": 166.7, "exp_ahn": 604.7,
+    "exp_mahankali": 64.9, "exp_lu": 223.6, "exp_sample_size_bound": 5.9, "exp_early_rate": 1.0, "exp_writeup": 8.3,
+    "exp_linear_vs_nonlinear": 25.7, "exp_curriculum": 7.6, "exp_finite_training_set": 74.9, "exp_factored": 11.9,
+    "exp_imbalanced": 2.9, "exp_token_noise": 139.3, "exp_large_L": 3.1, "exp_label_noise": 19.7,
+    "exp_eps_axis": 1.7, "exp_regimes_visible": 62.3, "exp_continuous": 79.2, "exp_transformer": 176.6,
+    "exp_linear_norm": 1.5, "exp_baselines": 10.5,
 }
-FULL_PER_QUICK = 10.8  # the experiments of reproduce all at full size against --quick: 4762 s against 440 s (12-07)
+FULL_PER_QUICK = 8.9  # the experiments of reproduce all at full size against --quick: 2927 s against 330 s (12-07)
 
 
 def expected_seconds(experiments: list[Experiment], quick: bool) -> dict[str, float]:

@@ -47,7 +47,7 @@ class Context:
     run_dirs: list[str] = field(default_factory=list)
     fused: bool = False  # kernel-engine runs that allow it take the compiled step (engine.fused; numba), and
     # gd_layers on the exact engine its compiled loss and gradient (ExactEngine.compiled)
-    resume: bool = False  # reuse the finished runs already in out/runs (same config hash, same version)
+    resume: bool = False  # reuse the finished runs already in out/runs (same config hash, version, numerics)
     exact_counts: bool = False  # base configs take engine.counts=exact (a refinement: no count draws)
     tracker: str | None = None  # --tracker: each run written under out/runs gets its event files (tracking.py)
     reused_runs: int = 0  # runs reused so far (resume), for the log

@@ -12,7 +12,7 @@ recursion and its closed-form backward:
 
 It sums in another order than the torch path, so the two agree to about 1e-15 relative, not bit for bit
 (tests/test_linattn_compiled.py); ``reproduce`` takes it with the other compiled steps (``--no-fused``: torch's).
-3.0x less CPU a step than the torch path at L = 2..4 (docs/PERFORMANCE.md)."""
+About 2.9x less CPU a step than the torch path at L = 2..4 (docs/PERFORMANCE.md)."""
 
 from __future__ import annotations
 
