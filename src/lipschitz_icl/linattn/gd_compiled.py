@@ -26,6 +26,19 @@ _JIT = {"cache": True, "boundscheck": False}
 
 
 @numba.njit(**_JIT)
+def _two_products(a, b, c, d, ab, cd):  # pragma: no cover - compiled
+    """ab = a b and cd = c d (square matrices of one size), in one pass."""
+    dim = a.shape[0]
+    for i in range(dim):
+        for j in range(dim):
+            t1, t2 = 0.0, 0.0
+            for k in range(dim):
+                t1 += a[i, k] * b[k, j]
+                t2 += c[i, k] * d[k, j]
+            ab[i, j], cd[i, j] = t1, t2
+
+
+@numba.njit(**_JIT)
 def _forward(A, c, E, M, St):  # pragma: no cover - compiled
     n_layers, dim = A.shape[0], A.shape[1]
     for i in range(dim):
@@ -39,36 +52,21 @@ def _forward(A, c, E, M, St):  # pragma: no cover - compiled
                 for k in range(dim):
                     acc += A[layer, i, k] * c[k, j]
                 St[layer, i, j] = (1.0 if i == j else 0.0) - acc
-        for i in range(dim):
-            for j in range(dim):
-                e, m = 0.0, 0.0
-                for k in range(dim):
-                    e += St[layer, i, k] * E[layer, k, j]
-                    m += St[layer, i, k] * M[layer, k, j]
-                E[layer + 1, i, j] = e
-                M[layer + 1, i, j] = m + A[layer, i, j]
+        _two_products(St[layer], E[layer], St[layer], M[layer], E[layer + 1], M[layer + 1])
+        M[layer + 1] += A[layer]
 
 
 @numba.njit(**_JIT)
 def _outputs(e_last, m_last, c, Om, Lq, coef, GE, GM, te, tm):  # pragma: no cover - compiled
-    """One draw's signal + coef noise; GE, GM its gradients in E_L and M_L."""
+    """One draw's signal + coef noise; GE, GM its gradients in E_L and M_L (te, tm: work space)."""
     dim = c.shape[0]
-    for i in range(dim):
-        for j in range(dim):
-            t1, t2 = 0.0, 0.0
-            for k in range(dim):
-                t1 += e_last[i, k] * Om[k, j]
-                t2 += m_last[i, k] * c[k, j]
-            te[i, j], tm[i, j] = t1, t2
+    _two_products(e_last, Om, m_last, c, te, tm)  # E_L Omega, M_L Lh
+    _two_products(Lq, te, Lq, tm, GE, GM)  # Lq E_L Omega, Lq M_L Lh
     total = 0.0
     for i in range(dim):
         for j in range(dim):
-            ls, ln = 0.0, 0.0
-            for k in range(dim):
-                ls += Lq[i, k] * te[k, j]
-                ln += Lq[i, k] * tm[k, j]
-            total += ls * e_last[i, j] + coef * ln * m_last[i, j]
-            GE[i, j], GM[i, j] = 2.0 * ls, 2.0 * coef * ln
+            total += GE[i, j] * e_last[i, j] + coef * GM[i, j] * m_last[i, j]
+            GE[i, j], GM[i, j] = 2.0 * GE[i, j], 2.0 * coef * GM[i, j]
     return total
 
 
