@@ -57,7 +57,7 @@ def test_an_index_row_naming_a_path_is_refused_before_any_write(tmp_path, hostil
 
 
 def test_names_a_sweep_makes_pass_the_check(tmp_path):
-    """Run names as ``spec.run_name`` makes them (an axis key may start with '_') are plain folder names."""
+    """Run names as ``point_text.run_name`` makes them (an axis key may start with '_') are plain folder names."""
     check_run_names(["_x1-" + "a" * 16, "L1-lr0.5-" + "b" * 16, "run-" + "c" * 16], tmp_path / "index.sqlite")
 
 

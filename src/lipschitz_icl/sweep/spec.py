@@ -34,7 +34,6 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ..api import default_run_name
 from ..config import (
     Config,
     FeatureFiles,
@@ -48,7 +47,7 @@ from ..config import (
 from ..config_io import copied_along
 from ..engines import batchable
 from ..errors import ConfigError, UserInputError
-from ..store import safe_name
+from .point_text import run_name, yaml_value
 
 MAX_POINTS = 100_000  # refuse specs that expand to more runs than this (counted before expanding)
 MAX_RANGE = 100_000  # at most this many values from one linspace/logspace
@@ -221,45 +220,6 @@ def _spec_error(err: ValidationError) -> ConfigError:
     return ConfigError(loc or "spec", msg)
 
 
-def _yaml_value(where: str, value: Any) -> str:
-    """A value as YAML text that ``apply_overrides`` reads back unchanged (``where``: its field); numbers,
-    booleans and text remembered (an axis value recurs at every point of the other axes)."""
-    if isinstance(value, int | float | str | bool):
-        return _scalar_yaml(where, value)
-    return _yaml_text(where, value)
-
-
-@functools.lru_cache(maxsize=4096, typed=True)  # typed: 1, 1.0 and True are three values
-def _scalar_yaml(where: str, value: Any) -> str:
-    return _yaml_text(where, value)
-
-
-def _yaml_text(where: str, value: Any) -> str:
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(where, f"must be a finite number (got {value!r})")
-    text = yaml.safe_dump(value, default_flow_style=True, width=1 << 30).strip()
-    text = text.removesuffix("...").strip()
-    if yaml.safe_load(text) != value:
-        raise ConfigError(where, f"value {_short(value)} cannot be written as a config value")
-    return text
-
-
-def _describe(axes: dict[str, Any]) -> str:
-    parts = []
-    for key, value in axes.items():
-        short = key.rsplit(".", 1)[-1]
-        shown = f"{value:.4g}".replace("+", "") if isinstance(value, float) else str(value)  # 1e+06 -> 1e06
-        parts.append(f"{short}{shown}")
-    return safe_name("-".join(parts))[:96]
-
-
-def run_name(axes: dict[str, Any], cfg: Config, config_hash: str | None = None) -> str:
-    """A run directory name: the axis values, then the whole config hash (``config_hash``: computed already),
-    so distinct configs never share a directory."""
-    desc = _describe(axes) or (safe_name(cfg.name) if cfg.name else default_run_name(cfg))
-    return f"{desc}-{config_hash or cfg.config_hash()}"
-
-
 def _axes(spec: SweepSpec, base_seed: int) -> list[tuple[str, list[dict[str, Any]]]]:
     """Each axis as (its field, a list of partial assignments); the points are their cartesian
     product, counted here before anything is expanded."""
@@ -304,7 +264,7 @@ def _point_config(spec: SweepSpec, base: dict[str, Any], axes: dict[str, Any],
                   feature_files: FeatureFiles | None = None) -> Config:
     """The validated config of one point; an error names the axis (``grid.task.L``) or base field.
     ``feature_files``: the sweep's feature files, read once (a point rebuilt later gets the same numbers)."""
-    overrides = [f"{k}={_yaml_value(f'{_axis_group(spec, k)}.{k}', v)}" for k, v in axes.items()]
+    overrides = [f"{k}={yaml_value(f'{_axis_group(spec, k)}.{k}', v)}" for k, v in axes.items()]
     try:
         # the base passed check_shape when the spec was read (validate_config), each value when parsed
         return validate_config(apply_overrides(copied_along(base, overrides), overrides), feature_files,
