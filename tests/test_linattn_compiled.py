@@ -1,11 +1,14 @@
 """gd_compiled: gd_layers' loss and gradient in one compiled loop agree with the torch path (autograd of
 engines.gd_layers_loss) to float64 round-off, and a compiled training run follows the torch run."""
 
+import importlib.util
+
 import pytest
 import torch
 
 pytest.importorskip("numba")
 
+from lipschitz_icl.errors import UserInputError  # noqa: E402
 from lipschitz_icl.linattn import Form, GaussianTask, train_linear  # noqa: E402
 from lipschitz_icl.linattn.engines import ExactEngine, gd_layers_loss  # noqa: E402
 from lipschitz_icl.linattn.gd_compiled import CompiledGdLayers  # noqa: E402
@@ -37,6 +40,14 @@ def test_compiled_training_follows_torch():
     torch.testing.assert_close(runs[1].params["A"], runs[0].params["A"], rtol=1e-10, atol=1e-12)
     assert runs[1].curve["loss"].tolist() == pytest.approx(runs[0].curve["loss"].tolist(), rel=1e-12)
     assert runs[1].curve["loss"].iloc[-1] < runs[1].curve["loss"].iloc[0]  # it trained
+
+
+def test_without_numba_the_compiled_path_is_refused_in_one_line(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "numba" else real(name, *a))
+    with pytest.raises(UserInputError, match="compiled: needs numba"):
+        ExactEngine(_task(), compiled=True)
+    assert ExactEngine(_task()).compiled is False  # the torch path needs nothing more
 
 
 def test_refined_engine_keeps_the_compiled_path():
