@@ -32,7 +32,7 @@ def test_sweep_stores_results_by_batch_and_reads_them_back(tmp_path):
     spec = small_spec(grid={"task.L": [1, 3]}, seeds=2)
     rows = run_sweep(spec, tmp_path / "s", workers=1)
     assert sorted(p.name for p in (tmp_path / "s").iterdir() if not p.name.startswith(".")) == [
-        "index.sqlite", "results", "sweep.yaml"]
+        "index.sqlite", "numerics.txt", "results", "sweep.yaml"]
     assert rows["run_dir"].isna().all() and rows["results"].nunique() == 1  # one batch, one file
     files = sorted(p.name for p in (tmp_path / "s" / "results").iterdir())
     assert files == sorted([rows.results[0], rows.results[0].replace(".parquet", ".params.pt")])
@@ -58,7 +58,7 @@ def test_sweep_writes_run_dirs_and_an_index(tmp_path):
     assert list(rows["task.L"]) == [1, 1, 3, 3] and list(rows["seed"]) == [0, 1, 0, 1]
     assert set(rows["status"]) <= {"budget", "converged"}
     assert sorted(p.name for p in (tmp_path / "s").iterdir() if not p.name.startswith(".")) == [
-        "index.sqlite", "runs", "sweep.yaml"]
+        "index.sqlite", "numerics.txt", "runs", "sweep.yaml"]
     for row in rows.itertuples():
         run_dir = tmp_path / "s" / "runs" / row.name
         assert sorted(p.name for p in run_dir.iterdir()) == [CONFIG_FILE, METRICS_FILE, PARAMS_FILE, SUMMARY_FILE]

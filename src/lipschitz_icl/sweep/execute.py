@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from .. import NUMERICS_REVISION
 from ..config import Config
 from ..errors import UserInputError
 from ..store import atomic_write_text
@@ -32,6 +33,7 @@ from .storing import BatchStore, ProgressFn
 from .worker import Keep, failed_summary
 
 SPEC_FILE = "sweep.yaml"
+NUMERICS_FILE = "numerics.txt"  # the NUMERICS_REVISION the sweep's finished rows were computed under
 LOCK_FILE = ".lock"
 DEFAULT_BATCH = None  # runs per batch (``--batch``); None: sized by memory (``auto_batch``)
 BATCH_MEMORY = 64 * 2**20  # bytes of recorded metrics a batch may hold before it is stored
@@ -241,7 +243,19 @@ def _register(sweep_dir: Path, index: Index, points: Sequence[Point], spec_yaml:
     index.add((p.config_hash, p.name, p.index, p.axes, p.seed) for p in points)
     if spec_yaml is not None:
         atomic_write_text(sweep_dir / SPEC_FILE, spec_yaml)
-    return _select(points, index.statuses(), retry_failed, force)
+    statuses = index.statuses()
+    stale = _made_under(sweep_dir) != str(NUMERICS_REVISION) and any(s in FINISHED for s in statuses.values())
+    todo = _select(points, statuses, retry_failed, force or stale)  # stale: numbers of another revision, rerun
+    atomic_write_text(sweep_dir / NUMERICS_FILE, f"{NUMERICS_REVISION}\n")
+    return todo
+
+
+def _made_under(sweep_dir: Path) -> str | None:
+    """The numerics revision recorded in ``sweep_dir`` (None: none recorded, a sweep older than the record)."""
+    try:
+        return (sweep_dir / NUMERICS_FILE).read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _rows_of(sweep_dir: Path, points: Sequence[Point]) -> pd.DataFrame:
