@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import importlib
-import importlib.util
 import json
 import os
 import shutil
@@ -25,6 +24,7 @@ from .experiments.claims import STATEMENTS, ClaimResult
 from .experiments.registry import Experiment, paper_claims, paper_ids, papers
 from .experiments.runner import FINISHED_STATUSES, Context, ProgressHook
 from .interrupts import deferred_signals
+from .numba_support import NUMBA_MISSING, numba_installed
 from .papers import load_plugins
 from .report import Comparison, software_meta, write_report
 from .store import atomic_write_json
@@ -119,8 +119,8 @@ def listing_markdown() -> str:
 def numba_problem() -> str | None:
     """Why the compiled kernel step cannot run here (numba missing, or installed but failing to import),
     or None when it can."""
-    if importlib.util.find_spec("numba") is None:
-        return "needs numba, which is not installed (pip install numba, or lipschitz-icl[fused])"
+    if not numba_installed():
+        return NUMBA_MISSING
     try:
         importlib.import_module("numba")
     except Exception as e:  # noqa: BLE001 - a broken install is reported, never a crash

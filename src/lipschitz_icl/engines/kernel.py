@@ -15,7 +15,6 @@ from ``kernel_grad.kernel_loss_grad``; ``kernel_loss`` below is the autograd ref
 
 from __future__ import annotations
 
-import importlib.util
 from typing import TYPE_CHECKING
 
 import torch
@@ -24,6 +23,7 @@ from ..contract import einsum
 from ..errors import ConfigError
 from ..geometry import kernel_metrics
 from ..inputs import is_continuous
+from ..numba_support import NUMBA_MISSING, numba_installed
 from .base import Engine, Objective, ScoreMetrics, SizeCheck, StepOutput
 from .kernel_batch import KernelBatch, batch_key
 from .kernel_grad import diagonal_of, kernel_loss_grad, symmetrize
@@ -152,9 +152,8 @@ class KernelEngine(Engine):
         if cfg.engine.device != "cpu":
             raise ConfigError("engine.fused", f"runs on the CPU only (got engine.device={cfg.engine.device}); "
                               "allowed: false, or engine.device=cpu")
-        if importlib.util.find_spec("numba") is None:
-            raise ConfigError("engine.fused", "needs numba, which is not installed (pip install numba, or "
-                              "lipschitz-icl[fused]); allowed: false")
+        if not numba_installed():
+            raise ConfigError("engine.fused", f"{NUMBA_MISSING}; allowed: false")
 
     @classmethod
     def working_set(cls, cfg: Config, tasks: dict[str, TaskClass]) -> list[SizeCheck]:

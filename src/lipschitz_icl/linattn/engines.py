@@ -16,7 +16,6 @@ The gradient of either is torch's autograd of the loss (float64), or for gd_laye
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -24,6 +23,7 @@ import torch
 
 from ..contract import einsum
 from ..errors import UserInputError
+from ..numba_support import NUMBA_MISSING, numba_installed
 from ..registry_names import bind
 from ..rng import make_generator
 from .forms import Form, Params, gamma_of, predict
@@ -115,9 +115,8 @@ class ExactEngine(LinearEngine):
     def __post_init__(self) -> None:
         self._covs: torch.Tensor | None = None
         self._compiled = None  # gd_compiled.CompiledGdLayers over these draws, built at the first loss
-        if self.compiled and importlib.util.find_spec("numba") is None:
-            raise UserInputError("compiled: needs numba, which is not installed (pip install numba, or "
-                                 "lipschitz-icl[fused]); allowed: False")
+        if self.compiled and not numba_installed():
+            raise UserInputError(f"compiled: {NUMBA_MISSING}; allowed: False")
 
     def covs(self) -> torch.Tensor:
         """The fixed draws of Lh = (1/N) sum_n x_n x_n^T (made once), closed under the problem's symmetry: each

@@ -10,18 +10,17 @@ and fused (``engine.fused: true``: one compiled numba call), all timed in interl
 
 from __future__ import annotations
 
-import importlib.util
-
 import torch
 
 from ...api import prepare
 from ...engines.kernel_batch import KernelBatch
+from ...numba_support import numba_installed
 from ..common import config, kernel_step, synced
 from ..registry import Size, Target, register
 from ..timing import time_interleaved
 
 QUICKSTART = ["task.L=2", "train.lr=1"]  # the defaults are the quickstart's K = 5, d = 5, N = 50, B = 256
-HAS_NUMBA = importlib.util.find_spec("numba") is not None
+HAS_NUMBA = numba_installed()
 
 
 def _batch_step(runs: int, fused: bool, device: str):
