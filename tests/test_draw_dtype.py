@@ -1,5 +1,5 @@
-"""prompt.draw_dtype: the sampled engine's training prompts drawn in float32 (normals and functions) and computed on
-in the engine's dtype. Other numbers than float64 draws (a config of its own: its hash differs), the same law."""
+"""prompt.draw_dtype: the sampled engine's training prompts made in float32 (normals, functions and labels) and
+computed on in the engine's dtype. Other numbers than float64 draws (a config of its own: its hash differs), the same law."""
 
 from __future__ import annotations
 

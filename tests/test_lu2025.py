@@ -17,7 +17,7 @@ from lipschitz_icl.papers.lu2025.model import (
     core_gamma,
     draw_statistics,
     errors,
-    features,
+    feature_factors,
     fit,
     normalised_pool,
     paper_error,
@@ -91,7 +91,8 @@ def test_the_fit_from_pair_products_is_the_ridge_on_the_explicit_features(augmen
     s = LuSetting(6, 3.0, 2.0, 5.0, 0.1, 0.05)
     gen = make_generator(2, "test:lu-fit")
     stats = draw_statistics(normalised_pool(12, 6, gen)[torch.randint(12, (180,), generator=gen)], s, gen)
-    phi = features(stats, augmented)  # H, one Kronecker row per prompt
+    xq, right = feature_factors(stats, augmented)
+    phi = (xq[:, :, None] * right[:, None, :]).reshape(180, -1)  # H, one Kronecker row x_q (x) r per prompt
     gram = phi.T @ phi + 180 / 6 * 0.05 * torch.eye(phi.shape[1], dtype=phi.dtype)
     want = torch.linalg.solve(gram, phi.T @ stats["yq"]).reshape(6, -1)
     torch.testing.assert_close(fit(stats, 0.05, augmented), want, rtol=1e-10, atol=1e-12)

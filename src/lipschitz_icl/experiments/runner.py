@@ -149,9 +149,9 @@ def _reusable(run_dir: Path, cfg: Config) -> Run | None:
     revision), else None (missing, interrupted, failed, from another config or version: it is trained again)."""
     try:  # read_summary: a file nested too deeply or of ill-typed fields is bad input, then trained again
         summary = read_summary(run_dir) if (run_dir / SUMMARY_FILE).is_file() else {}
+        versions = summary.get("versions", {})
         if (summary.get("status") not in FINISHED_STATUSES or summary.get("config_hash") != cfg.config_hash()
-                or summary.get("versions", {}).get("lipschitz_icl") != __version__
-                or summary.get("versions", {}).get("numerics") != str(NUMERICS_REVISION)):
+                or (versions.get("lipschitz_icl"), versions.get("numerics")) != (__version__, str(NUMERICS_REVISION))):
             return None
         return load_run(run_dir)
     except (OSError, ValueError, AttributeError, TypeError, UserInputError):

@@ -35,9 +35,10 @@ MODELS = {"softmax": "reduced", "linear": "linear_attention"}  # this suite's na
 LR = 0.1  # Adam step size
 NW_BANDWIDTHS = tuple(float(h) for h in np.geomspace(0.05, 3.0, 41))  # the fixed bandwidths h* is picked from
 KIND = "relu_net"  # a nonlinear, rotation-invariant task class (its law is invariant under rotations of x)
-# the training prompts' normals and functions drawn in float32, computed on in float64: 1.4-1.7x faster runs; at full
-# size every verdict is that of float64 draws, at the quick size CL6 (a reading at its tolerance) moved from
-# inconclusive to supported (docs/PERFORMANCE.md, "Where the Collins suite's time goes")
+# the training prompts' normals, functions and labels made in float32, the model trained in float64: 1.5-1.7x less CPU
+# a run with the draws, 1.3-1.7x less again with the labels; at full size every verdict is that of float64 draws, at
+# the quick size CL6 (a reading at its tolerance) moved from inconclusive to supported (docs/PERFORMANCE.md, "Where
+# the Collins suite's time goes")
 DRAW_DTYPE = "float32"
 
 

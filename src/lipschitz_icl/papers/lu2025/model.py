@@ -111,13 +111,12 @@ def statistics_of(x: torch.Tensor, y: torch.Tensor, xq: torch.Tensor, yq: torch.
     return {"h": torch.einsum("bn,bnd->bd", y, x) / x.shape[1], "ybar2": (y ** 2).mean(1), "xq": xq, "yq": yq}
 
 
-def features(stats: dict[str, torch.Tensor], augmented: bool) -> torch.Tensor:
-    """The paper's H_Z, flattened row-major: [d x_q h^T, x_q ybar2] (augmented) or d x_q h^T, shape (B, d(d+1))
-    or (B, d^2)."""
+def feature_factors(stats: dict[str, torch.Tensor], augmented: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """The paper's H_Z, flattened row-major, is x_q (x) r per prompt: (x_q (B, d), r (B, d+1) = [d h, ybar2]
+    (augmented) or (B, d) = d h)."""
     xq, h = stats["xq"], stats["h"]
     d = xq.shape[1]
-    right = torch.cat([d * h, stats["ybar2"][:, None]], 1) if augmented else d * h
-    return (xq[:, :, None] * right[:, None, :]).reshape(xq.shape[0], -1)
+    return xq, torch.cat([d * h, stats["ybar2"][:, None]], 1) if augmented else d * h
 
 
 def _pair_products(v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -136,9 +135,8 @@ def fit(stats: dict[str, torch.Tensor], ridge: float, augmented: bool = False) -
     Each row of H is a Kronecker product x_q (x) r (r = d h, or [d h, ybar2]), so H^T H = sum_mu (x_q x_q^T) (x)
     (r r^T): its entry ((i, j), (k, l)) is sum_mu x_qi x_qk r_j r_l, a product of the pairs i <= k and j <= l only,
     about a quarter of the arithmetic of forming H and H^T H (and without H's n x d(d+1) numbers in memory)."""
-    xq, yq = stats["xq"], stats["yq"]
+    (xq, right), yq = feature_factors(stats, augmented), stats["yq"]
     n, d = xq.shape
-    right = torch.cat([d * stats["h"], stats["ybar2"][:, None]], 1) if augmented else d * stats["h"]
     (pq, iq), (pr, ir) = _pair_products(xq), _pair_products(right)
     m = right.shape[1]
     gram = (pq @ pr.T)[iq[:, None, :, None], ir[None, :, None, :]].reshape(d * m, d * m)
