@@ -1,5 +1,6 @@
 """prompt.draw_dtype: the sampled engine's training prompts made in float32 (normals, functions and labels) and
-computed on in the engine's dtype. Other numbers than float64 draws (a config of its own: its hash differs), the same law."""
+computed on in the engine's dtype. Other numbers than float64 draws (a config of its own: its hash differs), the
+same law."""
 
 from __future__ import annotations
 
