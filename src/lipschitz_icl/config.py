@@ -77,10 +77,8 @@ class FeaturesConfig(_Strict):
     p_max: float = Field(0.5, gt=0, lt=1, description="p of the dominant feature (imbalanced)")
     noise: float = Field(0.0, ge=0, le=1e6, description="token noise sigma")
     scale: float = Field(1.0, gt=0, le=1e6, description="multiply every v_k by this (scales Delta)")
-    file_sha256: str | None = Field(
-        None, exclude_if=lambda v: v is None,
-        description="kind=file: sha256 of the file's bytes, set when the config is loaded (checked if given)",
-    )
+    file_sha256: str | None = Field(None, exclude_if=lambda v: v is None, description="kind=file: sha256 of the "
+                                    "file's bytes, set when the config is loaded (checked if given)")
     cov: list[list[float]] | None = Field(None, description="gaussian_inputs: d x d covariance (default I_d/d)")
     _file_values: np.ndarray | None = PrivateAttr(None)  # kind=file: the K x d numbers read at load time
 

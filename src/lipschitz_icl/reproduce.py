@@ -249,9 +249,8 @@ def reproduce(
     (``Comparison.load(previous claims.json)``) puts a previous output's verdicts beside these. On Ctrl-C
     the report is still written (meta ``status: interrupted``) and ``ExperimentsInterrupted``
     (a KeyboardInterrupt, with ``claims`` and ``meta``) is raised. ``fused`` (default: where numba is
-    installed, ``fused_available()``) trains the kernel-engine runs that allow it with the compiled
-    step (``engine.fused``), within 1e-12 relative of the unfused step and about 3x faster per run, and
-    the exact engine's multi-layer gd_layers loss with its compiled gradient (``ExactEngine.compiled``).
+    installed, ``fused_available()``) trains the kernel-engine runs that allow it with the compiled step
+    (``engine.fused``; within 1e-12, ~3x faster) and gd_layers by its compiled gradient (``ExactEngine.compiled``).
     ``plugins`` names modules (a user's paper packages) to import first, so that their papers, claims and
     suites can be named in ``suite``. ``tracker`` (``"tensorboard"``) also writes each run's metrics as TensorBoard
     event files into its directory under ``out/runs/`` as the run is written (``tracking.write_events``).
