@@ -10,7 +10,7 @@ import pytest
 import lipschitz_icl as li
 from lipschitz_icl import recorder
 from lipschitz_icl.batch import run_many
-from lipschitz_icl.recorder import SCHEMA, Recorder, _tiled_text, joined_table
+from lipschitz_icl.recorder import SCHEMA, Recorder, _names_at, _tiled_text, joined_table, thin_rows
 
 
 def _recorder(K: int, steps: list[int], extras: list[dict], seed: int) -> Recorder:
@@ -49,6 +49,38 @@ def test_joined_table_is_the_per_run_tables_concatenated():
         assert table[name].equals(expected[name]), name
     values, want = (t["value"].to_numpy() for t in (table, expected))
     assert np.array_equal(values.view(np.int64), want.view(np.int64))  # bit for bit, NaN included
+
+
+def _assert_same(table: pa.Table, expected: pa.Table) -> None:
+    assert table.schema.equals(SCHEMA)
+    for name in ("step", "metric", "k", "n"):
+        assert table[name].equals(expected[name]), name
+    values, want = (t["value"].to_numpy() for t in (table, expected))
+    assert np.array_equal(values.view(np.int64), want.view(np.int64))  # bit for bit, NaN included
+
+
+@pytest.mark.parametrize("thin", [lambda m: m in ("A", "B") or m.startswith("attn_cross"),
+                                  lambda m: m == "loss", lambda m: m.startswith("test"), lambda m: False])
+def test_a_thinned_join_makes_only_the_rows_thin_rows_keeps(thin):
+    """joined_table(parts, thin) never makes the rows thin_rows drops: the same table, the same rows per run."""
+    parts = _parts()
+    full, rows = joined_table(parts)
+    expected, kept = thin_rows(full, rows, thin)
+    table, counts = joined_table(parts, thin)
+    assert counts == kept
+    assert (table.num_rows < full.num_rows) == any(thin(m) for m in set(full["metric"].to_pylist()))
+    _assert_same(table, expected)
+
+
+@pytest.mark.parametrize("limit", [1, 5, 9, 1000])
+def test_names_gathered_past_a_string_arrays_bytes_are_cut_into_chunks(monkeypatch, limit):
+    names, col = ["loss", "attn_cross", "", "ü"], np.array([1, 0, 3, 2, 1, 1, 0])
+    monkeypatch.setattr(recorder, "TEXT_BYTES", limit)
+    text = _names_at(names, col)
+    assert text.to_pylist() == [names[i] for i in col]
+    chunks = text.chunks if isinstance(text, pa.ChunkedArray) else [text]
+    assert all(len(c) == 1 or sum(len(v.encode()) for v in c.to_pylist()) <= limit for c in chunks)
+    assert _names_at(names, col[:0]).to_pylist() == []
 
 
 def test_joined_table_of_nothing_is_empty():

@@ -34,6 +34,7 @@ import torch
 from .tracking import Tracker, step_values
 
 # (steps, scalars, extra names, attn, scores or None, heads or None): see Recorder._blocks
+Thin = Callable[[str], bool]  # metric name -> kept at a run's first and last recorded step only (thin_rows)
 Block = tuple[np.ndarray, np.ndarray, tuple[str, ...], np.ndarray, Any, Any]
 
 SCHEMA = pa.schema(
@@ -96,7 +97,7 @@ class Recorder:
         """The tracker gets the rows of one record; a tracker that fails is dropped with a warning (monitoring is
         optional: the run and its files go on)."""
         try:
-            for step, values in step_values(self._segment([block])):
+            for step, values in step_values(self._segment([block])[0]):
                 self.tracker.add_scalars(step, values)
         except Exception as e:  # noqa: BLE001 - a full disk, a closed writer: never the run's failure
             warnings.warn(f"tracker {type(self.tracker).__name__} stopped: {type(e).__name__}: {e} (the run goes "
@@ -116,10 +117,13 @@ class Recorder:
         _, _, names, _, scores, heads = block
         return names, scores is None, None if heads is None else heads.shape[1:]
 
-    def _segment(self, blocks: list[Block]) -> pa.Table:
+    def _segment(self, blocks: list[Block], thin: Thin | None = None, runs: np.ndarray | None = None
+                 ) -> tuple[pa.Table, np.ndarray]:
         """Rows of the records of ``blocks``, which share their extra names: per record, in order,
         loss, the extras, attn_min, attn_mean, attn_self (k), attn_cross (k, n), then A (k) and
-        B (k, n) when the model has a merged Q, then the same attention rows per layer and head."""
+        B (k, n) when the model has a merged Q, then the same attention rows per layer and head; and each
+        record's number of rows. ``thin``: the metrics kept at a run's first and last recorded step only
+        (``thin_rows``'s rule, without making the rows it drops); ``runs`` (T,): the run of each record."""
         steps, scalars, attn, scores, heads = (_joined([b[field] for b in blocks]) for field in (0, 1, 3, 4, 5))
         names = blocks[0][2]
         T = len(steps)
@@ -143,10 +147,19 @@ class Recorder:
                 for head in range(heads.shape[2]):
                     self._attention_rows(heads[:, layer, head], f"@L{layer}H{head}", add, mean=False)
         values = np.concatenate(blocks_out, axis=1)  # (T, rows per record)
-        k, n = np.tile(np.asarray(ks, dtype=np.int64), T), np.tile(np.asarray(ns, dtype=np.int64), T)
-        arrays = [pa.array(np.repeat(steps, values.shape[1])), _tiled_text(metrics, T), pa.array(k, mask=k < 0),
-                  pa.array(n, mask=n < 0), pa.array(values.reshape(-1))]
-        return pa.Table.from_arrays(arrays, schema=SCHEMA)
+        ks_, ns_ = np.asarray(ks, dtype=np.int64), np.asarray(ns, dtype=np.int64)
+        kept = _kept_at(metrics, thin, steps, np.zeros(T, np.int64) if runs is None else runs)
+        if kept is None:
+            k, n = np.tile(ks_, T), np.tile(ns_, T)
+            arrays = [pa.array(np.repeat(steps, values.shape[1])), _tiled_text(metrics, T), pa.array(k, mask=k < 0),
+                      pa.array(n, mask=n < 0), pa.array(values.reshape(-1))]
+            return pa.Table.from_arrays(arrays, schema=SCHEMA), np.full(T, values.shape[1])
+        col = np.nonzero(kept)[1]  # the metric of each row kept, record by record
+        per_record = kept.sum(1)
+        k, n = ks_[col], ns_[col]
+        arrays = [pa.array(np.repeat(steps, per_record)), _names_at(metrics, col), pa.array(k, mask=k < 0),
+                  pa.array(n, mask=n < 0), pa.array(values[kept])]
+        return pa.Table.from_arrays(arrays, schema=SCHEMA), per_record
 
     def _attention_rows(self, a: np.ndarray, suffix: str, add, mean: bool) -> None:
         """attn_min, (attn_mean), attn_self (k) and attn_cross (k, n) of attention stacks a (T, K, K)."""
@@ -174,7 +187,7 @@ class Recorder:
             return SCHEMA.empty_table()
         keys = [self._key(b) for b in self._blocks]
         bounds = [0] + [t for t in range(1, len(keys)) if keys[t] != keys[t - 1]] + [len(keys)]
-        segs = [self._segment(self._blocks[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
+        segs = [self._segment(self._blocks[lo:hi])[0] for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
         return segs[0] if len(segs) == 1 else pa.concat_tables(segs)
 
     def frame(self) -> pd.DataFrame:
@@ -216,11 +229,12 @@ def as_table(metrics: pa.Table | Recorder) -> pa.Table:
     return metrics.table() if isinstance(metrics, Recorder) else metrics.select(SCHEMA.names).cast(SCHEMA)
 
 
-def joined_table(parts: list[pa.Table | Recorder]) -> tuple[pa.Table, list[int]]:
+def joined_table(parts: list[pa.Table | Recorder], thin: Thin | None = None) -> tuple[pa.Table, list[int]]:
     """The metrics of many runs (each a table, or a Recorder standing for its ``table()``) as one table, in
     order, and each run's number of rows: the rows of their tables concatenated, but the records of
     consecutive recorders of one shape assembled in one pass instead of one per run (the tidy rows of
-    each record depend on that record alone)."""
+    each record depend on that record alone). ``thin``: the rows of ``thin_rows(table, rows, thin)``, the
+    thinned-out rows never made."""
     tables, counts, start = [], [], 0
     while start < len(parts):
         shape = parts[start]._one_shape() if isinstance(parts[start], Recorder) else None
@@ -229,15 +243,70 @@ def joined_table(parts: list[pa.Table | Recorder]) -> tuple[pa.Table, list[int]]
                 not parts[stop]._blocks or parts[stop]._one_shape() == shape):
             stop += 1
         if shape is None:
-            tables.append(as_table(parts[start]))
+            table = as_table(parts[start])
+            tables.append(table if thin is None else thin_rows(table, [table.num_rows], thin)[0])
             counts.append(tables[-1].num_rows)
         else:
             group = parts[start:stop]
-            tables.append(group[0]._segment([b for r in group for b in r._blocks]))
-            width = tables[-1].num_rows // sum(len(b[0]) for r in group for b in r._blocks)  # rows per record
-            counts += [width * sum(len(b[0]) for b in r._blocks) for r in group]
+            sizes = [sum(len(b[0]) for b in r._blocks) for r in group]  # each run's records
+            runs = np.repeat(np.arange(len(group)), sizes)
+            table, per_record = group[0]._segment([b for r in group for b in r._blocks], thin, runs)
+            tables.append(table)
+            counts += np.bincount(runs, weights=per_record, minlength=len(group)).astype(np.int64).tolist()
         start = stop
     return (pa.concat_tables(tables) if tables else SCHEMA.empty_table()), counts
+
+
+def thin_rows(table: pa.Table, counts: list[int], thin: Thin) -> tuple[pa.Table, list[int]]:
+    """The rows of runs' joined metrics ``table`` (``counts[i]`` rows each, records in step order) but those of
+    the metrics ``thin`` names outside each run's first and last recorded step; and each run's rows kept."""
+    if not table.num_rows:
+        return table, counts
+    metric = table.column("metric").combine_chunks().dictionary_encode()
+    named = np.array([bool(thin(m)) for m in metric.dictionary.to_pylist()], dtype=bool)
+    thinned = named[metric.indices.to_numpy()] if len(named) else np.zeros(table.num_rows, dtype=bool)
+    steps = table.column("step").to_numpy()
+    sizes = np.asarray(counts, dtype=np.int64)
+    run = np.repeat(np.arange(len(counts)), sizes)
+    first, last = _run_ends(steps, run, len(counts))
+    keep = ~thinned | (steps == first[run]) | (steps == last[run])
+    return table.filter(pa.array(keep)), np.bincount(run[keep], minlength=len(counts)).tolist()
+
+
+def _run_ends(steps: np.ndarray, run: np.ndarray, n_runs: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each run's first and last step (0 for a run without rows), from rows in run order, steps in order."""
+    sizes = np.bincount(run, minlength=n_runs)
+    stops = np.cumsum(sizes)
+    held = sizes > 0
+    first, last = np.zeros(n_runs, dtype=np.int64), np.zeros(n_runs, dtype=np.int64)
+    first[held], last[held] = steps[(stops - sizes)[held]], steps[stops[held] - 1]
+    return first, last
+
+
+def _kept_at(metrics: list[str], thin: Thin | None, steps: np.ndarray, runs: np.ndarray) -> np.ndarray | None:
+    """(T, W): whether record t's row of metric ``metrics[w]`` is kept (``thin_rows``'s rule, ``runs`` the run of
+    each record); None where every row is."""
+    named = np.array([bool(thin(m)) for m in metrics], dtype=bool) if thin is not None else None
+    if named is None or not named.any():
+        return None
+    first, last = _run_ends(steps, runs, int(runs.max()) + 1 if len(runs) else 0)
+    at_end = (steps == first[runs]) | (steps == last[runs])
+    return ~named[None, :] | at_end[:, None]
+
+
+def _names_at(names: list[str], col: np.ndarray) -> pa.Array | pa.ChunkedArray:
+    """``names[col[i]]`` for every i as Arrow text (a gather by index), cut into chunks of at most TEXT_BYTES."""
+    text = pa.array(names, pa.string())
+    ends = np.cumsum(np.array([len(n.encode()) for n in names], dtype=np.int64)[col])
+    if not len(col) or ends[-1] <= TEXT_BYTES:
+        return text.take(pa.array(col))
+    pieces, start = [], 0
+    while start < len(col):
+        done = ends[start - 1] if start else 0
+        stop = max(start + 1, int(np.searchsorted(ends, done + TEXT_BYTES, side="right")))
+        pieces.append(text.take(pa.array(col[start:stop])))
+        start = stop
+    return pa.chunked_array(pieces, pa.string())
 
 
 def _joined(parts: list[Any]) -> Any:

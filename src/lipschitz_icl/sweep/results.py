@@ -23,14 +23,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 import torch
 
 from ..api import Run, load_run
 from ..checksums import sha256_hex
 from ..config import validate_config
 from ..errors import UserInputError
-from ..recorder import SCHEMA, Recorder, joined_table, metrics_frame
+from ..recorder import SCHEMA, Recorder, joined_table, metrics_frame, thin_rows
 from ..store import (
     METRICS_FILE,
     SUMMARY_FILE,
@@ -77,23 +76,15 @@ def check_curves(curves: str, option: str = "curves") -> str:
     return curves
 
 
+def ends_only(metric: str) -> bool:
+    """Whether "summary" keeps ``metric`` at a run's first and last record only (see CURVES)."""
+    return metric in ENDS_ONLY or metric.startswith(ENDS_ONLY_PREFIX)
+
+
 def summary_curves(table: pa.Table, counts: list[int]) -> tuple[pa.Table, list[int]]:
     """The rows of runs' joined metrics ``table`` (``counts[i]`` rows each, records in step order) that a
     "summary" keeps (see CURVES), and each run's number of rows kept."""
-    if not table.num_rows:
-        return table, counts
-    metric = table.column("metric")
-    ends_only = pc.or_(pc.is_in(metric, pa.array(ENDS_ONLY)), pc.starts_with(metric, ENDS_ONLY_PREFIX))
-    ends_only = ends_only.to_numpy(zero_copy_only=False)
-    steps = table.column("step").to_numpy()
-    sizes = np.asarray(counts, dtype=np.int64)
-    run = np.repeat(np.arange(len(counts)), sizes)
-    stops = np.cumsum(sizes)
-    held = sizes > 0
-    first, last = np.zeros(len(counts), dtype=np.int64), np.zeros(len(counts), dtype=np.int64)
-    first[held], last[held] = steps[(stops - sizes)[held]], steps[stops[held] - 1]
-    keep = ~ends_only | (steps == first[run]) | (steps == last[run])
-    return table.filter(pa.array(keep)), np.bincount(run[keep], minlength=len(counts)).tolist()
+    return thin_rows(table, counts, ends_only)
 
 
 def encode_batch(tables: dict[str, pa.Table | Recorder], params: dict[str, dict[str, torch.Tensor]],
@@ -102,9 +93,7 @@ def encode_batch(tables: dict[str, pa.Table | Recorder], params: dict[str, dict[
     bytes of one checksummed parquet file, of their rows that ``curves`` keeps (CURVES), ``params`` (config hash ->
     state dict; may be empty) as the bytes of one torch file, and the file's name: what ``write_batch`` writes (a
     Dask worker encodes its batch, the driver only writes)."""
-    table, rows = joined_table(list(tables.values()))
-    if curves == "summary":
-        table, rows = summary_curves(table, rows)
+    table, rows = joined_table(list(tables.values()), ends_only if curves == "summary" else None)
     held = [(h, n) for h, n in zip(tables, rows, strict=True) if n]  # a failed run has no rows
     if not held:
         table = TABLE_SCHEMA.empty_table()
