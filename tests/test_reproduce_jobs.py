@@ -17,8 +17,8 @@ from lipschitz_icl.errors import UserInputError
 from lipschitz_icl.experiments import lanes, registry
 from lipschitz_icl.experiments.checkpoint import FAILED_CRITERION, load_checkpoint
 from lipschitz_icl.experiments.claims import claim
-from lipschitz_icl.experiments.forked import ChildDied, fork_available, run_forked
 from lipschitz_icl.experiments.runner import Context, base_config, rel_runs, run_group
+from lipschitz_icl.forked import ChildDied, fork_available, run_forked
 from lipschitz_icl.reproduce import check_jobs, reproduce
 
 pytestmark = pytest.mark.skipif(not fork_available(), reason="side by side needs fork (Linux, macOS)")

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from lipschitz_icl.cli import app
 from lipschitz_icl.errors import UserInputError
-from lipschitz_icl.sweep import MAX_POINTS, dask_backend, load_index, load_runs, load_sweep, run_sweep
+from lipschitz_icl.sweep import MAX_POINTS, dask_backend, execute, load_index, load_runs, load_sweep, run_sweep
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,9 +62,19 @@ def test_a_point_that_kills_its_worker_is_failed_and_the_others_finish(tmp_path)
     rows = assert_one_run_per_row(tmp_path / "o").set_index("task.params.fate", append=True)
     statuses = dict(zip(rows.index.get_level_values(1), rows["status"], strict=True))
     assert list(rows["status"]) == [statuses["ok"], "failed", statuses["ok"]] and statuses["ok"] in ENDED - {"failed"}
-    assert "KilledWorker" in rows["error"].iloc[1]
+    assert "the process training it ended without a result (exit code" in rows["error"].iloc[1]
     again = sweep_cli(spec, tmp_path / "o", "--workers", "2")
     assert again.returncode == 1 and "ran 0, skipped 3" in again.stdout  # the failed point is not rerun
+
+
+def test_on_the_embedded_dask_cluster_too_a_point_that_kills_its_worker_is_failed(tmp_path, monkeypatch):
+    """Where the platform cannot fork, a local sweep runs on an embedded Dask cluster: the same outcome."""
+    monkeypatch.setattr(execute, "fork_available", lambda: False)
+    spec = fated_spec(tmp_path / "k.yaml", ["ok", "exit", "ok"])
+    rows = run_sweep(spec, tmp_path / "o", workers=2, batch=3).set_index("task.params.fate", append=True)
+    statuses = dict(zip(rows.index.get_level_values(1), rows["status"], strict=True))
+    assert list(rows["status"]) == [statuses["ok"], "failed", statuses["ok"]] and statuses["ok"] in ENDED - {"failed"}
+    assert "KilledWorker" in rows["error"].iloc[1]
 
 
 def test_markup_in_paths_and_errors_is_printed_as_text(tmp_path):

@@ -1,5 +1,6 @@
-"""A spec of more points than one batch holds starts the embedded cluster's fork server before its points are
-expanded (its imports then run meanwhile); one batch, one worker or a scheduler do not."""
+"""Where the platform cannot fork (so that the embedded Dask cluster runs a local sweep), a spec of more points than
+one batch holds starts the cluster's fork server before its points are expanded (its imports then run meanwhile);
+one batch, one worker, a scheduler, or a platform that forks (batches in forked processes) do not."""
 
 import pytest
 
@@ -7,13 +8,15 @@ from lipschitz_icl.sweep import execute
 from lipschitz_icl.sweep.spec import load_sweep
 
 
-@pytest.mark.parametrize(("workers", "scheduler", "points", "warmed"), [
-    (None, None, execute.MAX_BATCH + 1, True), (2, None, execute.MAX_BATCH + 1, True),
-    (1, None, execute.MAX_BATCH + 1, False), (None, "tcp://127.0.0.1:1", execute.MAX_BATCH + 1, False),
-    (None, None, execute.MAX_BATCH, False)])
-def test_the_fork_server_starts_only_for_a_local_cluster(monkeypatch, workers, scheduler, points, warmed):
+@pytest.mark.parametrize(("workers", "scheduler", "points", "forks", "warmed"), [
+    (None, None, execute.MAX_BATCH + 1, False, True), (2, None, execute.MAX_BATCH + 1, False, True),
+    (1, None, execute.MAX_BATCH + 1, False, False), (None, "tcp://127.0.0.1:1", execute.MAX_BATCH + 1, False, False),
+    (None, None, execute.MAX_BATCH, False, False), (None, None, execute.MAX_BATCH + 1, True, False),
+    (2, None, execute.MAX_BATCH + 1, True, False)])
+def test_the_fork_server_starts_only_for_a_local_dask_cluster(monkeypatch, workers, scheduler, points, forks, warmed):
     calls = []
     monkeypatch.setattr(execute, "warm_fork_server", lambda: calls.append(1))
+    monkeypatch.setattr(execute, "fork_available", lambda: forks)
     execute.warm_workers(workers, scheduler)(points)
     assert bool(calls) == warmed
 

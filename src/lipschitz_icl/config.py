@@ -9,7 +9,6 @@ tokens; L the Lipschitz bound of the task class; tau label noise; eta the step s
 from __future__ import annotations
 
 import functools
-
 import hashlib
 import json
 import math

@@ -39,7 +39,8 @@ sweep_app = typer.Typer(
     cls=_RunByDefault,
     no_args_is_help=True,
     add_completion=False,
-    help="Run many configs from a sweep spec (grid, zip, seeds) on Dask; resumable; indexed in SQLite.\n\n"
+    help="Run many configs from a sweep spec (grid, zip, seeds) on this machine's cores or a Dask cluster; resumable; "
+    "indexed in SQLite.\n\n"
     "`lipschitz-icl sweep SPEC.yaml` is short for `lipschitz-icl sweep run SPEC.yaml`.",
 )
 
@@ -50,9 +51,9 @@ class ClusterKind(StrEnum):
     pbs = "pbs"
 
 
-CLUSTER_HELP = ("Where the Dask workers run: local (this machine: --workers, or --scheduler), or slurm / pbs: --jobs "
-                "batch jobs submitted through dask-jobqueue (pip install 'lipschitz-icl\\[cluster]'), this process "
-                "running the scheduler.")
+CLUSTER_HELP = ("Where the runs go: local (this machine's --workers, or the Dask cluster at --scheduler), or "
+                "slurm / pbs: --jobs batch jobs submitted through dask-jobqueue (pip install "
+                "'lipschitz-icl\\[cluster]'), this process running the scheduler.")
 OPTION_HELP = ("KEY=VALUE for the slurm / pbs cluster (repeat it): cores, processes, memory, walltime, queue, account, "
                "job_extra_directives (once per directive), job_script_prologue, interface, ... (docs/SWEEPS.md). "
                f"Defaults: cores=1, processes=cores (single-threaded workers), memory={MEMORY_PER_WORKER_GB}GB per "
@@ -77,8 +78,9 @@ SHOWN = ["name", "status", "steps", "final_loss", "min_attn", "T_1", "T_eps", "L
 @sweep_app.command("run")
 def run_command(
     spec: Path = typer.Argument(..., help="Sweep spec (YAML): base config plus grid / zip / seeds axes."),
-    workers: int = typer.Option(None, "--workers", "-w", help="Worker processes (default: one per core, except a "
-                                "sweep that is one batch, which runs in this process; 1: no Dask)."),
+    workers: int = typer.Option(None, "--workers", "-w", help="Processes training batches side by side, each forked "
+                                "from this one (default: one per core, except a sweep that is one batch, which "
+                                "runs in this process; 1: in this process)."),
     scheduler: str = typer.Option(None, "--scheduler", help="Address of a running Dask scheduler (tcp://host:8786)."),
     out_dir: Path = typer.Option(None, "--out", "-o", help="Sweep directory (default: sweeps/<spec name>)."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Rerun runs whose row says failed."),

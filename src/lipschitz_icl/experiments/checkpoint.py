@@ -37,12 +37,12 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from .. import NUMERICS_REVISION, __version__
+from ..forked import ForkedInterrupted, fork_available, run_forked
 from ..store import SUMMARY_FILE, atomic_write_json
 from ..threads import single_threaded_torch
 from .claims import INCONCLUSIVE, STATEMENTS, ClaimResult
 from .controls import attach
 from .durations import expected_seconds
-from .forked import ForkedInterrupted, fork_available, run_forked
 from .registry import Experiment
 from .runner import Context, ProgressHook
 

@@ -19,7 +19,7 @@ import torch
 from ..api import Run
 from ..batch import run_many
 from ..config import Config
-from .forked import ChildDied, ForkedInterrupted, run_forked
+from ..forked import ChildDied, ForkedInterrupted, run_forked
 
 Crossing = tuple[int, Run, dict[str, tuple[np.ndarray, str]] | None]  # (index, run without params, params)
 

@@ -21,13 +21,13 @@ from ..config import Config, apply_overrides, load_config, validate_config
 from ..engines import batchable
 from ..engines.kernel import KernelEngine
 from ..errors import UserInputError
+from ..forked import fork_available
 from ..problem import build_problem
 from ..store import SUMMARY_FILE, atomic_write_text, read_summary
 from ..sweep import load_runs, run_configs
 from ..theory import flat_time_scale, theory_of
 from ..threads import single_threaded_torch
 from ..tracking import write_events
-from .forked import fork_available
 from .lanes import run_in_lanes
 from .sizes import Sizes, sizes
 

@@ -17,15 +17,14 @@ import multiprocessing
 import multiprocessing.forkserver
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from ..errors import UserInputError
-from .local import OnResult
+from .local import FailedResult, OnResult
 from .spec import Point
 from .worker import Keep, ignore_sigint, run_batch_task
 
-FailedResult = Callable[[Point, str], dict[str, Any]]
 CONNECT_TIMEOUT_S = 20.0  # a hard deadline for reaching a --scheduler, whatever answers there
 LOST_WORKER_S = 30.0  # a batch whose worker left is retried (then failed) if no other worker ends it by then
 NO_WORKER_S = 60.0  # with points left and no worker at all for this long, they are recorded failed

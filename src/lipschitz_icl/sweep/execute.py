@@ -22,8 +22,10 @@ import yaml
 from .. import NUMERICS_REVISION
 from ..config import Config
 from ..errors import UserInputError
+from ..forked import fork_available
 from ..store import atomic_write_text
 from .dask_backend import close_client, open_local_cluster, run_on_dask, warm_fork_server
+from .forked_batches import run_forked_batches
 from .index import FINISHED, INDEX_FILE, RUNS_DIR, Index, load_index
 from .jobqueue import ClusterPlan, checked_plan, connect
 from .local import flush_every, run_in_process
@@ -190,12 +192,13 @@ def execute_points(
     """Run the points that have no finished row in ``out``'s index; return their index rows.
 
     ``--workers 1`` (and no scheduler or cluster ``plan``) runs points in this process; otherwise every point
-    runs on a Dask worker, never here; with a ``plan`` on workers in SLURM / PBS jobs submitted once there are
-    runs to do. ``workers`` None: one per core, or this process for a sweep that is one batch (a local cluster
-    takes ~3 s to start, more than it saves such a sweep). Compatible points run ``batch`` at a time
-    (``plan_batches``). A ``scheduler`` is reached (a ``plan``'s scheduler started) before anything is written.
-    Results are stored by batch (``results``), or with ``run_dirs`` in one directory per run; of each run what
-    ``keep`` says (its params or not, its curves in summary or in full)."""
+    runs in another process, never here: on this machine each batch in a process forked from this one,
+    ``workers`` at a time (``forked_batches``; the embedded Dask cluster where the platform cannot fork); on
+    the Dask workers of a ``scheduler``; with a ``plan`` on workers in SLURM / PBS jobs submitted once there are
+    runs to do. ``workers`` None: one per core, or this process for a sweep that is one batch. Compatible points
+    run ``batch`` at a time (``plan_batches``). A ``scheduler`` is reached (a ``plan``'s scheduler started) before
+    anything is written. Results are stored by batch (``results``), or with ``run_dirs`` in one directory per run;
+    of each run what ``keep`` says (its params or not, its curves in summary or in full)."""
     sweep_dir = Path(out)
     chosen, workers = workers is None, default_workers() if workers is None else workers
     if workers < 1:
@@ -217,8 +220,11 @@ def execute_points(
             if progress is not None:
                 progress(0, 0, len(todo))
             alone = plan_batches(todo, batch) if client is None and (chosen or workers == 1) else None
-            if alone is not None and (workers == 1 or len(alone) == 1):  # one batch: a cluster costs more
-                run_in_process(alone, recorder, keep, every, encode=not run_dirs)  # than it saves
+            if alone is not None and (workers == 1 or len(alone) == 1):  # one batch: a second process costs
+                run_in_process(alone, recorder, keep, every, encode=not run_dirs)  # more than it saves
+            elif todo and client is None and plan is None and fork_available():  # this machine: forked processes
+                run_forked_batches(plan_batches(todo, batch, workers), recorder, _failed_result, keep, workers,
+                                   encode=not run_dirs)
             elif todo:
                 if plan is not None:
                     plan.submit(client, cluster, len(todo))  # the jobs, then the first worker
@@ -272,7 +278,7 @@ def warm_workers(workers: int | None, scheduler: str | None, plan: ClusterPlan |
     (default or several ``workers``, no ``scheduler``, no SLURM / PBS ``plan``), so its fork server is started
     before the points are expanded, and its imports run meanwhile."""
     def counted(points: int) -> None:
-        if scheduler is None and plan is None and workers != 1 and points > MAX_BATCH:
+        if scheduler is None and plan is None and workers != 1 and points > MAX_BATCH and not fork_available():
             warm_fork_server()
     return counted
 

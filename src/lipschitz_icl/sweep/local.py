@@ -22,6 +22,7 @@ from .worker import Keep, encode_pairs, execute_batch
 # a batch's results, [(point, result)], stored together; on Dask also their metrics and params already encoded
 # as a results file (``results.encode_batch``) when the task was asked to
 OnResult = Callable[..., None]
+FailedResult = Callable[[Point, str], dict[str, Any]]  # a point's result as failed, and why
 FLUSH_S = 2.0  # runs that stopped are stored at least this often
 FLUSH_ENV = "LIPSCHITZ_ICL_FLUSH_S"  # overrides FLUSH_S (0: store each run the step after it stopped)
 SPLIT_RUNS = 128  # runs stored at once from which two results files are encoded at the same time
@@ -51,14 +52,14 @@ def run_in_process(batches: Iterable[list[Point]], on_result: OnResult, keep: Ke
                     last[0] = time.monotonic()
 
             try:
-                execute_batch([_in_process(p.config) for p in points], stopped, keep.params, tick)
+                execute_batch([in_process_config(p.config) for p in points], stopped, keep.params, tick)
             finally:
                 _flush(on_result, pending, keep.curves if encode else None)
             if "interrupted" in statuses:  # Ctrl-C inside the training loop
                 raise KeyboardInterrupt
 
 
-def _in_process(cfg: Config) -> Config | dict[str, Any]:
+def in_process_config(cfg: Config) -> Config | dict[str, Any]:
     """What an in-process batch gets: the config itself (validated once already), or as a mapping validated
     again where that checks something (a feature file's digest, against a file changed since the spec was read)."""
     return cfg.model_dump(mode="json") if cfg.features.kind == "file" else cfg

@@ -19,7 +19,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -60,7 +60,8 @@ def run_forked(items: Sequence[T], work: Callable[[T, Callable[[Any], None]], An
                 reader, writer = fork.Pipe(duplex=False)
                 process = fork.Process(target=_child, args=(work, items[pos], writer))  # not daemonic: may fork its own
                 started(pos)
-                process.start()
+                with _signals_held():  # a SIGTERM to the process group must not reach the child's copy of our handlers
+                    process.start()
                 writer.close()
                 running[reader] = (pos, process, time.perf_counter())
             ready = set(mp.connection.wait([*running, *(p.sentinel for _, p, _ in running.values())]))
@@ -116,12 +117,29 @@ def _child(work: Callable[[Any, Callable[[Any], None]], Any], item: Any, writer:
     writer.close()
 
 
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM held back (delivered when the block ends) while a child is forked: the child starts with
+    them blocked and the parent's handlers, and unblocks them once it has its own (``_detach``). A signal sent to
+    the whole process group at that moment so ends the child quietly instead of raising KeyboardInterrupt in
+    Python's at-fork hooks (a traceback on the terminal)."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held) if hasattr(signal, "pthread_sigmask") else None
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def _detach() -> None:
     """A process group of its own (the terminal's Ctrl-C reaches the parent only), the default SIGTERM and SIGINT
-    handlers, and on Linux SIGTERM when the parent dies."""
+    handlers, and on Linux SIGTERM when the parent dies; then the signals held while it was forked are let in."""
     os.setpgrp()
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)

@@ -1,0 +1,104 @@
+"""Local sweeps of several batches: each batch trained in a process forked from the driver (``forked.run_forked``),
+one per worker at a time. A fork starts in milliseconds with what the driver has imported (torch, the package,
+plugins) and the points it has expanded, so runs train as soon as the spec is expanded; the embedded Dask cluster
+that this replaces on this machine took 2-3 s to start its workers (their own imports of torch and the package),
+longer than a 2,000-run sweep's first batches train. A batch's results, with its results file already encoded, come
+back through a pipe and are stored by the driver as they arrive.
+
+A point that kills its process (``os._exit``, a segfault, the OOM killer) ends that batch's process only: the
+batch's points are trained again, each alone in a process of its own, once the other batches are done, and a point
+whose process dies again is recorded failed with the exit code. The driver and the other points go on. Ctrl-C or
+SIGTERM ends the processes under way (``ForkedInterrupted``, a KeyboardInterrupt); what was stored stays, the rest
+stays pending until the sweep is run again. Where the platform cannot fork, the embedded Dask cluster runs the
+batches instead (``dask_backend``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..forked import ChildDied, run_forked
+from ..interrupts import deferred_signals
+from .local import FailedResult, OnResult, in_process_config
+from .spec import Point
+from .worker import Keep, run_batch_task
+
+Died = Callable[[list[Point], str], None]  # (the points of a batch whose process died, why)
+Crossing = tuple[list[tuple[int, dict[str, Any]]], Any]  # (position, result) pairs and the encoded results file
+
+
+def run_forked_batches(batches: list[list[Point]], on_result: OnResult, failed_result: FailedResult, keep: Keep,
+                       workers: int, encode: bool = True) -> None:
+    """Train ``batches`` (``execute.plan_batches``) in processes forked from this one, ``workers`` at a time, and
+    hand each batch's results to ``on_result(pairs, encoded)`` (``encode``: with its results file, of what ``keep``
+    keeps, encoded in the batch's process; else ``on_result(pairs)``, the results carrying their tables and
+    params) as it arrives. A batch whose process died: each of its points once more, alone (see the module)."""
+    again: list[Point] = []
+
+    def first_death(points: list[Point], why: str) -> None:
+        if len(points) > 1:  # which run killed it is unknown: each alone, after the others
+            again.extend(points)
+        else:
+            _store(on_result, [(points[0], failed_result(points[0], why))], None)
+
+    _round(batches, on_result, first_death, keep, workers, encode)
+    if again:
+        def second_death(points: list[Point], why: str) -> None:
+            _store(on_result, [(points[0], failed_result(points[0], why))], None)
+
+        _round([[p] for p in again], on_result, second_death, keep, workers, encode)
+
+
+def _round(batches: list[list[Point]], on_result: OnResult, died: Died, keep: Keep, workers: int,
+           encode: bool) -> None:
+    """One pass of ``run_forked`` over ``batches``: results stored as they arrive, deaths to ``died``."""
+    def work(points: list[Point], tick: Callable[[Any], None]) -> Crossing:  # noqa: ARG001 - run_forked's signature
+        return _train(points, keep, encode)
+
+    def answered(pos: int, outcome: Any, elapsed: float) -> None:  # noqa: ARG001 - run_forked's signature
+        points = batches[pos]
+        if isinstance(outcome, ChildDied):
+            died(points, f"the process training it ended without a result ({str(outcome).rsplit('(', 1)[-1]}")
+        elif isinstance(outcome, BaseException):  # raised outside the runs (each run's error is its own result)
+            died(points, f"{type(outcome).__name__}: {outcome}")
+        else:
+            pairs, encoded = outcome
+            _store(on_result, [(points[i], _arrived(result)) for i, result in pairs], encoded)
+
+    run_forked(batches, work, max(1, min(workers, len(batches))), lambda pos: None, answered)
+
+
+def _train(points: list[Point], keep: Keep, encode: bool) -> Crossing:
+    """In the batch's process: its runs (``worker.run_batch_task``), as they cross the pipe."""
+    hashes = [p.config_hash for p in points] if encode else None
+    pairs, encoded = run_batch_task([in_process_config(p.config) for p in points], keep, hashes)
+    return [(pos, _crossing(result)) for pos, result in pairs], encoded
+
+
+def _crossing(result: dict[str, Any]) -> dict[str, Any]:
+    """A result with its params as NumPy arrays (a tensor crosses a pipe through shared memory that the batch's
+    process takes with it when it ends, ``forked.py``)."""
+    params = result.get("params")
+    if params is not None:
+        result["params"] = {k: v.detach().cpu().numpy() for k, v in params.items()}
+    return result
+
+
+def _arrived(result: dict[str, Any]) -> dict[str, Any]:
+    params = result.get("params")
+    if params is not None:
+        result["params"] = {k: torch.from_numpy(np.asarray(v)) for k, v in params.items()}
+    return result
+
+
+def _store(on_result: OnResult, pairs: list[tuple[Point, dict[str, Any]]], encoded: Any) -> None:
+    """Store a batch's results (Ctrl-C waits until they are)."""
+    with deferred_signals():
+        if encoded is None:
+            on_result(pairs)
+        else:
+            on_result(pairs, encoded)
