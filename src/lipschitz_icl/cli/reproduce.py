@@ -114,8 +114,8 @@ def reproduce_command(
     out_dir: Path = typer.Option(None, "--out", "-o",
                                  help="Output directory (default: reproduce-out/<suite>[-quick])."),
     seed: int = typer.Option(0, "--seed", help="Base seed of every experiment (0 to 2^31 - 1)."),
-    workers: int = typer.Option(1, "--workers", min=1, help="With --jobs 1: Dask workers for an experiment's "
-                                "groups of runs."),
+    workers: int = typer.Option(1, "--workers", min=1, help="With --jobs 1: processes for an experiment's "
+                                "groups of runs (a sweep's --workers)."),
     jobs: int = JOBS_OPTION,
     force: bool = typer.Option(False, "--force", help="Write into --out even if it holds files (start over)."),
     resume: bool = typer.Option(False, "--resume", help="Finish an interrupted reproduce in --out (same options)."),

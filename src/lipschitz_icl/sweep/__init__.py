@@ -1,4 +1,4 @@
-"""Sweeps: many runs from a spec (grid, zip, seeds), executed on Dask, indexed in SQLite.
+"""Sweeps: many runs from a spec (grid, zip, seeds), executed on this machine's cores or on Dask, indexed in SQLite.
 
     >>> from lipschitz_icl.sweep import run_sweep, run_configs, load_index
     >>> rows = run_sweep("configs/sweeps/l_sweep.yaml", out="sweeps/l_sweep", workers=2)

@@ -1,10 +1,10 @@
-"""The sweep benchmark: many short kernel-engine runs with 1 worker (in-process) and 2 Dask workers.
+"""The sweep benchmark: many short kernel-engine runs with 1 worker (in-process) and 2 (forked processes).
 
 Figures (docs/PERFORMANCE.md, "Sweeps"):
 - ``compute_s``: the runs alone, one after another in this process (``api.run(write=False)``);
 - ``sweep_1_s`` / ``sweep_2_s``: the same runs through ``run_configs`` with 1 and 2 workers,
-  store and index included (2 workers: the Dask LocalCluster's first start-up and its shutdown
-  included); ``cluster_restart_s``: starting and stopping a second cluster in the same process;
+  store and index included; ``cluster_restart_s``: starting and stopping an embedded Dask cluster (what a local
+  sweep uses where the platform cannot fork) a second time in the same process;
 - ``speedup`` = sweep_1_s / sweep_2_s (target >= 1.6 on 2 cores);
 - ``overhead_1_s`` = (sweep_1_s - compute_s) / n and ``overhead_2_s`` = (2 sweep_2_s - compute_s) / n:
   worker-seconds each run costs beyond its own computation (target <= 0.2 s);

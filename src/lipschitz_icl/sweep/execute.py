@@ -1,5 +1,6 @@
-"""Running a sweep's points: in-process, on an embedded Dask ``LocalCluster``, on a Dask
-cluster at a scheduler address, or on Dask workers in SLURM / PBS jobs (``jobqueue``).
+"""Running a sweep's points: in-process, in processes forked from this one (``forked_batches``; an embedded Dask
+``LocalCluster`` where the platform cannot fork), on a Dask cluster at a scheduler address, or on Dask workers in
+SLURM / PBS jobs (``jobqueue``).
 
 Workers compute and return results (the summary and the metrics as parquet bytes); only this
 driver writes run directories (atomically, through ``store.write_run_files``) and the index,
@@ -301,8 +302,8 @@ def run_sweep(
     """Run a sweep spec (a YAML path, a mapping, or a loaded ``Sweep``) into ``out`` (default
     ``sweeps/<name>``) and return its rows of the index, in spec order.
 
-    ``workers``: Dask worker processes on this machine (default: one per core; 1 runs in this
-    process without Dask); ``scheduler``: address of an existing Dask scheduler instead.
+    ``workers``: processes on this machine, each batch forked from this one (default: one per core; 1 runs in this
+    process); ``scheduler``: address of an existing Dask scheduler instead.
     Runs with a finished row are skipped; ``retry_failed`` reruns failed ones, ``force`` all.
     ``batch``: at most this many compatible runs trained together per worker task (1: one by one; None, the
     default: sized by memory, ``auto_batch``).

@@ -1,5 +1,5 @@
 """What runs sweep points: ``execute_batch`` (a batch of points, trained together by
-``batch.run_many``; in the driver with ``--workers 1``, else on a Dask worker through
+``batch.run_many``; in the driver with ``--workers 1``, else in a forked process or on a Dask worker through
 ``run_batch_task``), ``execute_config`` (one point alone), and the embedded cluster's worker set-up."""
 
 from __future__ import annotations
