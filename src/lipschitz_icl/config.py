@@ -8,7 +8,6 @@ tokens; L the Lipschitz bound of the task class; tau label noise; eta the step s
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import math
@@ -29,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from .config_io import apply_overrides, check_shape, format_validation_error, import_plugin, read_yaml  # noqa: F401
+from .config_io import apply_overrides, check_shape, format_validation_error, import_plugin, number_fields, read_yaml  # noqa: F401
 from .config_io import as_whole_number as _whole
 from .config_io import loc as _loc  # noqa: F401 - re-exported
 from .config_io import short as _short
@@ -53,13 +52,6 @@ _PLUGIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
-@functools.cache
-def _number_fields(model: type[BaseModel]) -> dict[str, tuple[bool, bool]]:
-    """Per field of a model class, read once: (a number: true/false and bytes refused, a whole number: 1e4 read)."""
-    return {name: (f.annotation in (int, float), f.annotation in (int, int | None))
-            for name, f in model.model_fields.items()}
-
-
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False, strict=True)
 
@@ -67,7 +59,7 @@ class _Strict(BaseModel):
     @classmethod
     def _numbers_are_numbers(cls, v: Any, info: ValidationInfo) -> Any:
         """true/false and bytes are not numbers (pydantic reads 1, 0, b'1' -> 1); 1e4, 1_000 are whole numbers."""
-        number, whole = _number_fields(cls)[info.field_name]
+        number, whole = number_fields(cls)[info.field_name]
         if number and isinstance(v, bool | bytes | bytearray):
             raise ValueError(f"must be a number (got {_short(v)})")
         return _whole(v) if whole else v

@@ -256,8 +256,7 @@ def reproduce(
     event files into its directory under ``out/runs/`` as the run is written (``tracking.write_events``).
     ``jobs``: experiments run at a time, each in a forked process, and the forked processes an experiment's
     unbatched runs share (``experiments/lanes.py``; default: one per core; 1: one after the other in this process;
-    the numbers are the same); ``workers`` (a sweep's worker processes for an experiment's groups of runs) applies
-    with ``jobs=1``."""
+    the numbers are the same); ``workers`` (processes for an experiment's groups of runs) applies with ``jobs=1``."""
     jobs, fused = _checked_options(plugins, seed, jobs, tracker, fused)
     names, experiments = resolve_targets([suite] if isinstance(suite, str) else list(suite))
     suite = " ".join(names)

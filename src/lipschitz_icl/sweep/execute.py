@@ -227,18 +227,23 @@ def execute_points(
                 run_forked_batches(plan_batches(todo, batch, workers), recorder, _failed_result, keep, workers,
                                    encode=not run_dirs)
             elif todo:
-                if plan is not None:
-                    plan.submit(client, cluster, len(todo))  # the jobs, then the first worker
-                elif client is None:
+                if plan is None and client is None:
                     client, cluster = open_local_cluster(min(workers, len(todo)))
-                expected = plan.processes * plan.jobs_for(len(todo)) if plan else len(client.nthreads())
-                batches = plan_batches(todo, batch, max(2, expected))
-                run_on_dask(client, batches, recorder, _failed_result, keep, encode=not run_dirs)
+                _on_dask(client, cluster, plan, todo, batch, recorder, keep, encode=not run_dirs)
             remove_unnamed(sweep_dir, index.results_files())  # files of runs trained again (--force, --retry-failed)
     finally:
         if client is not None:
             close_client(client, cluster)
     return _rows_of(sweep_dir, points)
+
+
+def _on_dask(client: Any, cluster: Any, plan: ClusterPlan | None, todo: list[Point], batch: int | None,
+             recorder: BatchStore, keep: Keep, encode: bool) -> None:
+    """The points on Dask (``client``): a ``plan``'s jobs submitted first; batches for the workers expected."""
+    if plan is not None:
+        plan.submit(client, cluster, len(todo))  # the jobs, then the first worker
+    expected = plan.processes * plan.jobs_for(len(todo)) if plan else len(client.nthreads())
+    run_on_dask(client, plan_batches(todo, batch, max(2, expected)), recorder, _failed_result, keep, encode=encode)
 
 
 def _register(sweep_dir: Path, index: Index, points: Sequence[Point], spec_yaml: str | None, retry_failed: bool,
