@@ -169,6 +169,29 @@ def test_sigterm_between_the_imports_and_the_command_is_handled_like_ctrl_c():
     assert proc.stderr.strip() == "error: interrupted"
 
 
+def test_an_interrupt_while_a_command_loads_is_one_line_and_exit_130():
+    """Ctrl-C (or SIGTERM, a KeyboardInterrupt by then) while the command's own module is imported: one line, not
+    typer's silent exit 130."""
+    code = ("import lipschitz_icl.cli as cli\nfrom lipschitz_icl.__main__ import entry\n"
+            "def load(name):\n    raise KeyboardInterrupt\n"
+            "cli._load = load\nimport sys\nsys.argv = ['lipschitz-icl', 'theory']\nentry()\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=60)
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.strip() == "error: interrupted while starting"
+
+
+def test_a_ctrl_c_the_process_was_started_ignoring_stays_ignored_while_it_starts():
+    """A background job of a non-interactive shell starts with SIGINT ignored; it stays ignored during the imports
+    too (it was only while the command ran), so the command finishes."""
+    proc = subprocess.Popen([sys.executable, "-m", "lipschitz_icl", "--version"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=_env(),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    time.sleep(0.3)  # inside the imports
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and out.startswith("lipschitz-icl "), err
+
+
 @pytest.mark.parametrize("exit_code", [0, 3])
 def test_sigterm_after_the_command_ended_exits_with_the_commands_own_code(exit_code):
     """A SIGTERM that lands while the interpreter shuts down (here: an atexit callback that sleeps) ends the process

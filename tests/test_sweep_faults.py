@@ -68,8 +68,9 @@ def test_a_point_that_kills_its_worker_is_failed_and_the_others_finish(tmp_path)
 
 
 def test_on_the_embedded_dask_cluster_too_a_point_that_kills_its_worker_is_failed(tmp_path, monkeypatch):
-    """Where the platform cannot fork, a local sweep runs on an embedded Dask cluster: the same outcome."""
-    monkeypatch.setattr(execute, "fork_available", lambda: False)
+    """Where a local sweep cannot fork (the platform, or other threads), it runs on an embedded Dask cluster: the
+    same outcome."""
+    monkeypatch.setattr(execute, "fork_safe", lambda: False)
     spec = fated_spec(tmp_path / "k.yaml", ["ok", "exit", "ok"])
     rows = run_sweep(spec, tmp_path / "o", workers=2, batch=3).set_index("task.params.fate", append=True)
     statuses = dict(zip(rows.index.get_level_values(1), rows["status"], strict=True))

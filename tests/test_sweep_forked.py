@@ -1,17 +1,20 @@
 """A local sweep's batches in processes forked from the driver (``sweep.forked_batches``): the same stored results
-as in one process, params and run directories included, and a batch whose process dies trained again point by
-point, so that only the point that kills its process is recorded failed."""
+as in one process, params and run directories included; a batch whose process dies trained again point by
+point, so that only the point that kills its process is recorded failed; small batches dealt to a process
+together; and no fork from a process with other threads (one of them may hold a lock the fork would copy)."""
 
 from __future__ import annotations
+
+import threading
 
 import pandas as pd
 import pytest
 import torch
 from test_sweep_faults import fated_spec
 
-from lipschitz_icl.forked import fork_available
+from lipschitz_icl.forked import fork_available, single_threaded
 from lipschitz_icl.sweep import execute, load_metrics, load_runs, load_sweep, run_sweep
-from lipschitz_icl.sweep.forked_batches import run_forked_batches
+from lipschitz_icl.sweep.forked_batches import GROUP_POINTS, groups, run_forked_batches
 from lipschitz_icl.sweep.worker import Keep
 
 pytestmark = pytest.mark.skipif(not fork_available(), reason="forked batches need fork (Linux, macOS)")
@@ -42,3 +45,36 @@ def test_a_batch_whose_process_dies_is_trained_again_point_by_point(tmp_path):
     assert outcome["raise"]["status"] == "failed" and "exit code" not in outcome["raise"]["error"]  # its own error
     assert [r["summary"]["status"] for p, r in stored if p.axes["task.params.fate"] == "ok"] == 2 * [
         outcome["ok"]["status"]] and outcome["ok"]["status"] in {"converged", "budget"}
+
+
+@pytest.mark.parametrize(("sizes", "workers"), [([1] * 200, 2), ([3] * 8, 2), ([250] * 8, 2), ([1, 40, 1, 1], 1),
+                                                 ([], 2)])
+def test_small_batches_go_to_one_process_together(sizes, workers):
+    batches = [[object()] * n for n in sizes]
+    dealt = groups(batches, workers)
+    assert [b for group in dealt for b in group] == batches  # every batch once, in order
+    most = max(1, min(GROUP_POINTS, -(-sum(sizes) // (4 * workers))))
+    held = [sum(map(len, group)) for group in dealt]
+    assert all(h >= most for h in held[:-1]) and all(sum(map(len, g[:-1])) < most for g in dealt)  # closed at most
+    if sizes == [1] * 200:
+        assert len(dealt) == 8  # 25 points a process (4 per worker): 8 processes, not 200
+
+
+def test_a_process_with_another_thread_runs_its_sweep_on_dask_not_forked(tmp_path):
+    """A thread drawing torch random numbers holds the generator's lock at times: a fork then could wait forever
+    in the child. With the thread alive the sweep takes the embedded Dask cluster, and finishes."""
+    stop = threading.Event()
+
+    def draw() -> None:
+        while not stop.is_set():
+            torch.randn(64)
+
+    thread = threading.Thread(target=draw, daemon=True)
+    thread.start()
+    try:
+        assert not single_threaded() and not execute.fork_safe()
+        rows = run_sweep(SPEC, tmp_path / "t", workers=2, batch=2)
+    finally:
+        stop.set()
+        thread.join()
+    assert len(rows) == 9 and set(rows["status"]) <= {"converged", "budget"}

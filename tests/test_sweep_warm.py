@@ -1,6 +1,6 @@
-"""Where the platform cannot fork (so that the embedded Dask cluster runs a local sweep), a spec of more points than
-one batch holds starts the cluster's fork server before its points are expanded (its imports then run meanwhile);
-one batch, one worker, a scheduler, or a platform that forks (batches in forked processes) do not."""
+"""Where a local sweep cannot fork (the platform, or a process with other threads: the embedded Dask cluster runs it),
+a spec of more points than one batch holds starts the cluster's fork server before its points are expanded (its
+imports then run meanwhile); one batch, one worker, a scheduler, or forked batches do not."""
 
 import pytest
 
@@ -16,7 +16,7 @@ from lipschitz_icl.sweep.spec import load_sweep
 def test_the_fork_server_starts_only_for_a_local_dask_cluster(monkeypatch, workers, scheduler, points, forks, warmed):
     calls = []
     monkeypatch.setattr(execute, "warm_fork_server", lambda: calls.append(1))
-    monkeypatch.setattr(execute, "fork_available", lambda: forks)
+    monkeypatch.setattr(execute, "fork_safe", lambda: forks)
     execute.warm_workers(workers, scheduler)(points)
     assert bool(calls) == warmed
 

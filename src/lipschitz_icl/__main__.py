@@ -51,12 +51,16 @@ def _ignore_signals_from_here() -> None:
 def entry() -> None:
     atexit.register(_ignore_signals_from_here)  # before any library's: exit callbacks run last-registered first
     signals = [signal.SIGINT] + ([_SIGTERM] if _SIGTERM is not None else [])
-    previous = {s: signal.signal(s, _interrupted_while_starting) for s in signals}  # before any heavy import
+    previous = {s: signal.getsignal(s) for s in signals}
+    for s in signals:  # before any heavy import; a signal the process was started ignoring (a background job's
+        if previous[s] is not signal.SIG_IGN:  # Ctrl-C) stays ignored, as it is once the command runs
+            signal.signal(s, _interrupted_while_starting)
     try:
         from .cli import main  # inside the handler's reach: a signal during these imports is one line
     finally:
         signal.signal(signal.SIGINT, previous[signal.SIGINT])
-        if _SIGTERM is not None:  # from here to the end of the command SIGTERM is a KeyboardInterrupt, as Ctrl-C
+        if _SIGTERM is not None and previous[_SIGTERM] is not signal.SIG_IGN:  # from here to the end of the command
+            # SIGTERM is a KeyboardInterrupt, as Ctrl-C
             signal.signal(_SIGTERM, _sigterm_as_ctrl_c)
     code = 1
     try:

@@ -18,12 +18,14 @@ import multiprocessing.connection
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 PR_SET_PDEATHSIG = 1  # prctl option: the signal a process gets when its parent dies (Linux)
+IDLE_S = 0.5  # run_forked's idle() is called this often while it waits
 
 
 class ChildDied(RuntimeError):
@@ -43,13 +45,21 @@ def fork_available() -> bool:
     return "fork" in mp.get_all_start_methods()
 
 
+def single_threaded() -> bool:
+    """Whether this process runs no thread but the main one: only then is a fork safe from the locks of other
+    threads (a fork copies a lock another thread holds, torch's random generator's say, and the child that takes
+    it waits forever). Jupyter's kernel and threaded programs are not."""
+    return threading.active_count() == 1
+
+
 def run_forked(items: Sequence[T], work: Callable[[T, Callable[[Any], None]], Any], jobs: int,
                started: Callable[[int], None], answered: Callable[[int, Any, float], None],
-               ticked: Callable[[int, Any], None] | None = None) -> None:
+               ticked: Callable[[int, Any], None] | None = None, idle: Callable[[], None] | None = None) -> None:
     """``work(item, tick)`` for every item, at most ``jobs`` at a time, each in a forked process: ``started(position)``
     as one starts, ``ticked(position, payload)`` for each ``tick(payload)`` the work sends on its way (progress), and
     ``answered(position, result or the exception it raised or ChildDied, seconds)`` as one ends, in the order they
-    end. Ctrl-C ends the children and raises ForkedInterrupted."""
+    end; ``idle()`` every IDLE_S seconds while nothing arrives (a progress display's clock). Ctrl-C ends the
+    children and raises ForkedInterrupted."""
     fork = mp.get_context("fork")
     waiting = list(range(len(items)))
     running: dict[Any, tuple[int, Any, float]] = {}  # the pipe's reading end -> (position, process, start)
@@ -64,7 +74,10 @@ def run_forked(items: Sequence[T], work: Callable[[T, Callable[[Any], None]], An
                     process.start()
                 writer.close()
                 running[reader] = (pos, process, time.perf_counter())
-            ready = set(mp.connection.wait([*running, *(p.sentinel for _, p, _ in running.values())]))
+            ready = set(mp.connection.wait([*running, *(p.sentinel for _, p, _ in running.values())],
+                                           timeout=None if idle is None else IDLE_S))
+            if not ready and idle is not None:
+                idle()
             for reader in [r for r, (_, p, _) in running.items() if r in ready or p.sentinel in ready]:
                 pos, process, start = running[reader]
                 ended, outcome = _drain(reader, process, lambda payload, at=pos: ticked and ticked(at, payload))

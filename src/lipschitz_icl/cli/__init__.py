@@ -75,7 +75,12 @@ class LazyCommands(OneLineUsageErrors):
                                                                              list[str]]:
         name = click.utils.make_str(args[0])
         if name in COMMANDS:
-            return name, _load(name), args[1:]
+            try:
+                command = _load(name)  # the command's imports (seconds): still starting
+            except KeyboardInterrupt:  # Ctrl-C or SIGTERM (a KeyboardInterrupt from here on): one line, not typer's
+                err.print("[bold red]error:[/] interrupted while starting", highlight=False)  # silent exit 130
+                raise SystemExit(130) from None
+            return name, command, args[1:]
         return super().resolve_command(ctx, args)
 
 

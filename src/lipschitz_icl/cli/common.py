@@ -170,8 +170,10 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
-def progress_bar(transient: bool = True, eta: bool = False) -> Progress:
-    """A progress bar on stderr (hidden when stderr is not a terminal); ``eta`` adds the time left."""
+def progress_bar(transient: bool = True, eta: bool = False, auto_refresh: bool = True) -> Progress:
+    """A progress bar on stderr (hidden when stderr is not a terminal); ``eta`` adds the time left. Without
+    ``auto_refresh`` no thread redraws it: the caller's ``refresh()`` does (a process that forks runs no other
+    thread, ``forked.single_threaded``)."""
     columns = [
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -186,6 +188,7 @@ def progress_bar(transient: bool = True, eta: bool = False) -> Progress:
         console=err,
         transient=transient,
         disable=not err.is_terminal and not forced_progress(),
+        auto_refresh=auto_refresh,
     )
 
 

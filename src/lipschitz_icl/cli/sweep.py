@@ -134,7 +134,7 @@ def _run_with_bar(name: str, target: Path, plan: ClusterPlan | None, scheduler: 
                   run: Callable[[Callable[[int, int, int], None]], pd.DataFrame]) -> tuple[pd.DataFrame, int]:
     """``run(progress)`` under a progress bar: (its index rows, the number of runs it had to do). Ctrl-C (exit 130),
     a write error and a lost scheduler or cluster (exit 1) are one line each, saying what is kept."""
-    with progress_bar(transient=False, eta=True) as bar, sigterm_as_interrupt():
+    with progress_bar(transient=False, eta=True, auto_refresh=False) as bar, sigterm_as_interrupt():
         task = bar.add_task(f"sweep {escape(name)}", total=None, info="")
         todo = 0
 
@@ -145,6 +145,7 @@ def _run_with_bar(name: str, target: Path, plan: ClusterPlan | None, scheduler: 
             if plan is not None and done + failed == 0:  # the jobs may wait in the queue
                 info += f" · the runs start as the {plan.kind} jobs do"
             bar.update(task, total=total, completed=done + failed, info=info)
+            bar.refresh()  # no thread redraws it (the sweep forks): the sweep calls this every REFRESH_S at least
 
         try:
             rows = run(progress)

@@ -17,7 +17,7 @@ import multiprocessing
 import multiprocessing.forkserver
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..errors import UserInputError
@@ -188,7 +188,7 @@ class _Watch:
 
 
 def run_on_dask(client: Any, batches: Iterable[list[Point]], on_result: OnResult, failed_result: FailedResult,
-                keep: Keep, encode: bool = False) -> None:
+                keep: Keep, encode: bool = False, idle: Callable[[], None] | None = None) -> None:
     """Run ``batches`` (lists of points, see ``execute.plan_batches``) on ``client``'s workers, one
     task per batch, and hand a batch's results to ``on_result`` (a list of (point, result)) as its task returns;
     with ``encode`` the worker encodes the batch's results file (``on_result(pairs, encoded)``) of what ``keep`` keeps.
@@ -202,14 +202,14 @@ def run_on_dask(client: Any, batches: Iterable[list[Point]], on_result: OnResult
     retried one point per task, first in the queue, so only the point that kills its worker is
     recorded ``failed_result(point, text)``; a batch of one point is recorded so at once."""
     try:
-        _drive(client, collections.deque(batches), on_result, failed_result, keep, encode)
+        _drive(client, collections.deque(batches), on_result, failed_result, keep, encode, idle)
     except (asyncio.CancelledError, concurrent.futures.CancelledError):  # only distributed cancels our futures:
         # when the connection to the scheduler is lost (those of lost workers are dropped before they are read)
         raise SchedulerLost("the Dask scheduler went away (the connection to it was lost)") from None
 
 
 def _drive(client: Any, queue: collections.deque, on_result: OnResult, failed_result: FailedResult,
-           keep: Keep, encode: bool) -> None:
+           keep: Keep, encode: bool, idle: Callable[[], None] | None = None) -> None:
     """``run_on_dask``'s loop: submit batches to idle workers, hand on results, keep the deadlines (``_Watch``).
     A finished batch's result is fetched, its worker given the next batch, and only then the result stored, so
     that a worker does not wait while the driver writes."""
@@ -231,6 +231,8 @@ def _drive(client: Any, queue: collections.deque, on_result: OnResult, failed_re
         submit.prepare()  # the next batch's configs, while the workers train
         with contextlib.suppress(TimeoutError):  # wake up now and then to use workers that joined
             wait(list(running), timeout=0.5, return_when="FIRST_COMPLETED")
+        if idle is not None:
+            idle()
         for future in watch.overdue(running, alive):  # its worker left and no other worker ended it
             points, _ = running.pop(future)
             future.cancel()

@@ -23,7 +23,7 @@ import yaml
 from .. import NUMERICS_REVISION
 from ..config import Config
 from ..errors import UserInputError
-from ..forked import fork_available
+from ..forked import fork_available, single_threaded
 from ..store import atomic_write_text
 from .dask_backend import close_client, open_local_cluster, run_on_dask, warm_fork_server
 from .forked_batches import run_forked_batches
@@ -222,10 +222,10 @@ def execute_points(
                 progress(0, 0, len(todo))
             alone = plan_batches(todo, batch) if client is None and (chosen or workers == 1) else None
             if alone is not None and (workers == 1 or len(alone) == 1):  # one batch: a second process costs
-                run_in_process(alone, recorder, keep, every, encode=not run_dirs)  # more than it saves
-            elif todo and client is None and plan is None and fork_available():  # this machine: forked processes
+                run_in_process(alone, recorder, keep, every, not run_dirs, recorder.refresh)  # more than it saves
+            elif todo and client is None and plan is None and fork_safe():  # this machine: forked processes
                 run_forked_batches(plan_batches(todo, batch, workers), recorder, _failed_result, keep, workers,
-                                   encode=not run_dirs)
+                                   not run_dirs, recorder.refresh)
             elif todo:
                 if plan is None and client is None:
                     client, cluster = open_local_cluster(min(workers, len(todo)))
@@ -237,13 +237,21 @@ def execute_points(
     return _rows_of(sweep_dir, points)
 
 
+def fork_safe() -> bool:
+    """Whether a local sweep trains its batches in forked processes: where the platform forks and this process runs
+    no other thread (``forked.single_threaded``); else on an embedded Dask cluster, whose workers start from a fork
+    server of their own (Jupyter's kernel has threads)."""
+    return fork_available() and single_threaded()
+
+
 def _on_dask(client: Any, cluster: Any, plan: ClusterPlan | None, todo: list[Point], batch: int | None,
              recorder: BatchStore, keep: Keep, encode: bool) -> None:
     """The points on Dask (``client``): a ``plan``'s jobs submitted first; batches for the workers expected."""
     if plan is not None:
         plan.submit(client, cluster, len(todo))  # the jobs, then the first worker
     expected = plan.processes * plan.jobs_for(len(todo)) if plan else len(client.nthreads())
-    run_on_dask(client, plan_batches(todo, batch, max(2, expected)), recorder, _failed_result, keep, encode=encode)
+    run_on_dask(client, plan_batches(todo, batch, max(2, expected)), recorder, _failed_result, keep, encode,
+                recorder.refresh)
 
 
 def _register(sweep_dir: Path, index: Index, points: Sequence[Point], spec_yaml: str | None, retry_failed: bool,
@@ -284,7 +292,7 @@ def warm_workers(workers: int | None, scheduler: str | None, plan: ClusterPlan |
     (default or several ``workers``, no ``scheduler``, no SLURM / PBS ``plan``), so its fork server is started
     before the points are expanded, and its imports run meanwhile."""
     def counted(points: int) -> None:
-        if scheduler is None and plan is None and workers != 1 and points > MAX_BATCH and not fork_available():
+        if scheduler is None and plan is None and workers != 1 and points > MAX_BATCH and not fork_safe():
             warm_fork_server()
     return counted
 

@@ -29,14 +29,16 @@ from .worker import Keep, run_batch_task
 
 Died = Callable[[list[Point], str], None]  # (the points of a batch whose process died, why)
 Crossing = tuple[list[tuple[int, dict[str, Any]]], Any]  # (position, result) pairs and the encoded results file
+GROUP_POINTS = 32  # smaller batches go to one process together, up to this many points (a fork costs ~50 ms)
 
 
 def run_forked_batches(batches: list[list[Point]], on_result: OnResult, failed_result: FailedResult, keep: Keep,
-                       workers: int, encode: bool = True) -> None:
+                       workers: int, encode: bool = True, idle: Callable[[], None] | None = None) -> None:
     """Train ``batches`` (``execute.plan_batches``) in processes forked from this one, ``workers`` at a time, and
     hand each batch's results to ``on_result(pairs, encoded)`` (``encode``: with its results file, of what ``keep``
     keeps, encoded in the batch's process; else ``on_result(pairs)``, the results carrying their tables and
-    params) as it arrives. A batch whose process died: each of its points once more, alone (see the module)."""
+    params) as it arrives; ``idle()`` now and then while none does. Batches of a few points go to one process
+    together (``groups``). A batch whose process died: each of its points once more, alone (see the module)."""
     again: list[Point] = []
 
     def first_death(points: list[Point], why: str) -> None:
@@ -45,31 +47,52 @@ def run_forked_batches(batches: list[list[Point]], on_result: OnResult, failed_r
         else:
             _store(on_result, [(points[0], failed_result(points[0], why))], None)
 
-    _round(batches, on_result, first_death, keep, workers, encode)
+    _round(groups(batches, workers), on_result, first_death, keep, workers, encode, idle)
     if again:
         def second_death(points: list[Point], why: str) -> None:
             _store(on_result, [(points[0], failed_result(points[0], why))], None)
 
-        _round([[p] for p in again], on_result, second_death, keep, workers, encode)
+        _round([[[p]] for p in again], on_result, second_death, keep, workers, encode, idle)
 
 
-def _round(batches: list[list[Point]], on_result: OnResult, died: Died, keep: Keep, workers: int,
-           encode: bool) -> None:
-    """One pass of ``run_forked`` over ``batches``: results stored as they arrive, deaths to ``died``."""
-    def work(points: list[Point], tick: Callable[[Any], None]) -> Crossing:  # noqa: ARG001 - run_forked's signature
-        return _train(points, keep, encode)
+def groups(batches: list[list[Point]], workers: int) -> list[list[list[Point]]]:
+    """Consecutive batches, one group per process: a group closes once it holds GROUP_POINTS points, or fewer
+    where that leaves each worker at least 4 groups."""
+    most = max(1, min(GROUP_POINTS, -(-sum(map(len, batches)) // (4 * workers))))
+    out: list[list[list[Point]]] = []
+    held = most
+    for batch in batches:
+        if held >= most:
+            out.append([])
+            held = 0
+        out[-1].append(batch)
+        held += len(batch)
+    return out
+
+
+def _round(dealt: list[list[list[Point]]], on_result: OnResult, died: Died, keep: Keep, workers: int,
+           encode: bool, idle: Callable[[], None] | None) -> None:
+    """One pass of ``run_forked`` over the groups of batches ``dealt``: each batch's results stored as they arrive,
+    the unstored batches of a group whose process died to ``died``."""
+    stored: list[set[int]] = [set() for _ in dealt]
+
+    def work(group: list[list[Point]], tick: Callable[[Any], None]) -> None:
+        for i, points in enumerate(group):
+            tick((i, _train(points, keep, encode)))
+
+    def ticked(pos: int, payload: tuple[int, Crossing]) -> None:
+        i, (pairs, encoded) = payload
+        stored[pos].add(i)
+        _store(on_result, [(dealt[pos][i][j], _arrived(result)) for j, result in pairs], encoded)
 
     def answered(pos: int, outcome: Any, elapsed: float) -> None:  # noqa: ARG001 - run_forked's signature
-        points = batches[pos]
-        if isinstance(outcome, ChildDied):
-            died(points, f"the process training it ended without a result ({str(outcome).rsplit('(', 1)[-1]}")
-        elif isinstance(outcome, BaseException):  # raised outside the runs (each run's error is its own result)
-            died(points, f"{type(outcome).__name__}: {outcome}")
-        else:
-            pairs, encoded = outcome
-            _store(on_result, [(points[i], _arrived(result)) for i, result in pairs], encoded)
+        left = [p for i, points in enumerate(dealt[pos]) if i not in stored[pos] for p in points]
+        if isinstance(outcome, ChildDied) and left:
+            died(left, f"the process training it ended without a result ({str(outcome).rsplit('(', 1)[-1]}")
+        elif isinstance(outcome, BaseException) and left:  # raised outside the runs (each run's error is its own)
+            died(left, f"{type(outcome).__name__}: {outcome}")
 
-    run_forked(batches, work, max(1, min(workers, len(batches))), lambda pos: None, answered)
+    run_forked(dealt, work, max(1, min(workers, len(dealt))), lambda pos: None, answered, ticked, idle)
 
 
 def _train(points: list[Point], keep: Keep, encode: bool) -> Crossing:

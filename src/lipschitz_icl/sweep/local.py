@@ -29,11 +29,11 @@ SPLIT_RUNS = 128  # runs stored at once from which two results files are encoded
 
 
 def run_in_process(batches: Iterable[list[Point]], on_result: OnResult, keep: Keep,
-                   every: float = FLUSH_S, encode: bool = True) -> None:
+                   every: float = FLUSH_S, encode: bool = True, idle: Callable[[], None] | None = None) -> None:
     """``--workers 1``: every batch in this process, one after the other, without Dask. Runs that stopped are
     stored together at most FLUSH_S seconds after they stopped, at the end of each batch, and when Ctrl-C
     stops it; ``encode``: results files (of what ``keep`` keeps) encoded here, two at once for many runs (else
-    ``on_result`` stores them itself: run directories)."""
+    ``on_result`` stores them itself: run directories); ``idle()`` after each step that stores nothing."""
     with single_threaded_torch(), interrupt_latch() as check_interrupt:  # same numbers as on the workers
         for points in batches:
             check_interrupt()  # a Ctrl-C that some library swallowed while the last batch was written
@@ -50,6 +50,8 @@ def run_in_process(batches: Iterable[list[Point]], on_result: OnResult, keep: Ke
                 if pending and time.monotonic() - last[0] >= every:
                     _flush(on_result, pending, keep.curves if encode else None)
                     last[0] = time.monotonic()
+                elif idle is not None:
+                    idle()
 
             try:
                 execute_batch([in_process_config(p.config) for p in points], stopped, keep.params, tick)

@@ -5,6 +5,7 @@ writes: files first (atomically), index rows after, so a killed sweep leaves who
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from .spec import Point
 from .worker import encode_pairs
 
 ProgressFn = Callable[[int, int, int], None]  # (done, failed, total) over the runs this call executes
+REFRESH_S = 0.25  # BatchStore.refresh tells progress its counts again at most this often
 
 
 def _owner(run_dir: Path) -> str | None:
@@ -39,6 +41,13 @@ class BatchStore:
         self.run_dirs, self.curves = run_dirs, curves
         self.names = index.names()  # config hash -> directory: a known run keeps its directory
         self.done = self.failed = 0
+        self.shown = time.monotonic()  # when progress was last told
+
+    def refresh(self) -> None:
+        """Tell ``progress`` the counts again (a display's clock), at most every REFRESH_S seconds."""
+        if self.progress is not None and time.monotonic() - self.shown >= REFRESH_S:
+            self.shown = time.monotonic()
+            self.progress(self.done, self.failed, self.total)
 
     def __call__(self, batch: list[tuple[Point, dict[str, Any]]], encoded: Encoded | None = None) -> None:
         """Store a batch's results (``encoded``: their results file, encoded by the worker)."""
@@ -60,6 +69,7 @@ class BatchStore:
         self.failed += failed
         self.done += len(batch) - failed
         if self.progress is not None:
+            self.shown = time.monotonic()
             self.progress(self.done, self.failed, self.total)
 
     def _write_batch(self, batch: list[tuple[Point, dict[str, Any]]], summaries: list[dict],
