@@ -5,6 +5,7 @@ together; and no fork from a process with other threads (one of them may hold a 
 
 from __future__ import annotations
 
+import os
 import threading
 
 import pandas as pd
@@ -12,7 +13,7 @@ import pytest
 import torch
 from test_sweep_faults import fated_spec
 
-from lipschitz_icl.forked import fork_available, single_threaded
+from lipschitz_icl.forked import fork_available, not_inherited, run_forked, single_threaded
 from lipschitz_icl.sweep import execute, load_metrics, load_runs, load_sweep, run_sweep
 from lipschitz_icl.sweep.forked_batches import GROUP_POINTS, groups, run_forked_batches
 from lipschitz_icl.sweep.worker import Keep
@@ -78,3 +79,22 @@ def test_a_process_with_another_thread_runs_its_sweep_on_dask_not_forked(tmp_pat
         stop.set()
         thread.join()
     assert len(rows) == 9 and set(rows["status"]) <= {"converged", "budget"}
+
+
+def _is_open(fd: int, tick) -> bool:  # noqa: ANN001, ARG001 - run_forked's work signature
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def test_the_sweep_directory_lock_is_not_held_by_the_forked_processes(tmp_path):
+    """A forked child would share the driver's flock on the sweep directory and hold it after the driver was killed,
+    until it ended: a rerun right away was refused ("another sweep is writing to this directory")."""
+    answers = []
+    with open(tmp_path / ".lock", "w") as fh:
+        with not_inherited(fh.fileno()):
+            run_forked([fh.fileno()], _is_open, 1, lambda pos: None, lambda pos, out, s: answers.append(out))
+        run_forked([fh.fileno()], _is_open, 1, lambda pos: None, lambda pos, out, s: answers.append(out))
+    assert answers == [False, True]  # closed in the child while registered, inherited otherwise

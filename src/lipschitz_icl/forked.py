@@ -1,12 +1,14 @@
-"""Work items side by side, each in a process forked from this one (``run_forked``): what ``reproduce --jobs N``
-uses to run N experiments at a time. A fork inherits the imported registries, plugins and the caller's context, so
-nothing is pickled on the way in; each item's result comes back through a pipe (pickled). Not torch tensors:
-torch hands their storage over through shared memory that the child takes with it when it ends (send arrays).
+"""Work items side by side, each in a process forked from this one (``run_forked``): what ``reproduce --jobs N`` uses
+to run N experiments at a time, and a local sweep its batches. A fork inherits the imported registries, plugins and
+the caller's context, so nothing is pickled on the way in; each item's result comes back through a pipe (pickled).
+Not torch tensors: torch hands their storage over through shared memory that the child takes with it when it ends
+(send arrays).
 
-A child runs in a process group of its own, so Ctrl-C in the terminal reaches this process only; this process
-then ends its children (SIGTERM) and raises ``ForkedInterrupted`` with the time each unfinished item had run. On
-Linux a child also gets SIGTERM when this process dies (``PR_SET_PDEATHSIG``), so a killed job leaves no work
-running. A child that dies before it answers (killed, out of memory) is the item's result as ``ChildDied``.
+A child runs in a process group of its own, so Ctrl-C in the terminal reaches this process only; this process then
+ends its children (SIGTERM) and raises ``ForkedInterrupted`` with the time each unfinished item had run. On Linux a
+child also gets SIGTERM when this process dies (``PR_SET_PDEATHSIG``), so a killed job leaves no work running. A
+child that dies before it answers (killed, out of memory) is the item's result as ``ChildDied``. A descriptor named
+by ``not_inherited`` (a sweep directory's lock) is closed in each child first.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 PR_SET_PDEATHSIG = 1  # prctl option: the signal a process gets when its parent dies (Linux)
 IDLE_S = 0.5  # run_forked's idle() is called this often while it waits
+_NOT_INHERITED: set[int] = set()  # file descriptors a forked child closes first (not_inherited)
 
 
 class ChildDied(RuntimeError):
@@ -117,7 +120,21 @@ def _reap(reader: Any, process: Any) -> None:
     process.join()
 
 
+@contextlib.contextmanager
+def not_inherited(fd: int) -> Iterator[None]:
+    """Children forked within the block close their copy of ``fd`` first: a lock held through it (``flock``, which a
+    fork shares) is then held by this process alone, and ends with it, not with the last child to end."""
+    _NOT_INHERITED.add(fd)
+    try:
+        yield
+    finally:
+        _NOT_INHERITED.discard(fd)
+
+
 def _child(work: Callable[[Any, Callable[[Any], None]], Any], item: Any, writer: Any) -> None:
+    for fd in list(_NOT_INHERITED):
+        with contextlib.suppress(OSError):
+            os.close(fd)
     _detach()
     try:
         answer = ("result", work(item, lambda payload: writer.send(("tick", payload))))

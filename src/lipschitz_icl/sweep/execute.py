@@ -23,7 +23,7 @@ import yaml
 from .. import NUMERICS_REVISION
 from ..config import Config
 from ..errors import UserInputError
-from ..forked import fork_available, single_threaded
+from ..forked import fork_available, not_inherited, single_threaded
 from ..store import atomic_write_text
 from .dask_backend import close_client, open_local_cluster, run_on_dask, warm_fork_server
 from .forked_batches import run_forked_batches
@@ -104,7 +104,8 @@ def _exclusive(sweep_dir: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             raise UserInputError(f"{sweep_dir}: another sweep is writing to this directory") from None
-        yield
+        with not_inherited(fh.fileno()):  # a forked batch's process would hold the lock until it ends
+            yield
 
 
 def is_running(sweep_dir: str | Path) -> bool:
