@@ -161,21 +161,23 @@ def test_sigterm_while_starting_is_one_line_and_exit_130(tmp_path):
 def test_sigterm_between_the_imports_and_the_command_is_handled_like_ctrl_c():
     """Once started, SIGTERM raises KeyboardInterrupt (as Ctrl-C does) even before a command installs its own
     handler: one line and exit 130, never a silent 143."""
-    code = ("import os, signal, time\nimport lipschitz_icl.cli as cli\nfrom lipschitz_icl.__main__ import entry\n"
-            "def main():\n    os.kill(os.getpid(), signal.SIGTERM)\n    time.sleep(30)\n"
-            "cli.main = main\nentry()\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=60)
+    proc = _entry_with("import os, signal, time\ndef main():\n    os.kill(os.getpid(), signal.SIGTERM)\n"
+                       "    time.sleep(30)\ncli.main = main\n")
     assert proc.returncode == 130, proc.stderr
     assert proc.stderr.strip() == "error: interrupted"
+
+
+def _entry_with(patch: str) -> subprocess.CompletedProcess:
+    """``__main__.entry()`` in a fresh process, after ``patch`` (Python source; ``cli`` is lipschitz_icl.cli)."""
+    code = f"import lipschitz_icl.cli as cli\nfrom lipschitz_icl.__main__ import entry\n{patch}entry()\n"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=60)
 
 
 def test_an_interrupt_while_a_command_loads_is_one_line_and_exit_130():
     """Ctrl-C (or SIGTERM, a KeyboardInterrupt by then) while the command's own module is imported: one line, not
     typer's silent exit 130."""
-    code = ("import lipschitz_icl.cli as cli\nfrom lipschitz_icl.__main__ import entry\n"
-            "def load(name):\n    raise KeyboardInterrupt\n"
-            "cli._load = load\nimport sys\nsys.argv = ['lipschitz-icl', 'theory']\nentry()\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=60)
+    proc = _entry_with("import sys\ndef load(name):\n    raise KeyboardInterrupt\ncli._load = load\n"
+                       "sys.argv = ['lipschitz-icl', 'theory']\n")
     assert proc.returncode == 130, proc.stderr
     assert proc.stderr.strip() == "error: interrupted while starting"
 

@@ -1,6 +1,6 @@
 """Running a sweep's points: in-process, in processes forked from this one (``forked_batches``; an embedded Dask
-``LocalCluster`` where the platform cannot fork), on a Dask cluster at a scheduler address, or on Dask workers in
-SLURM / PBS jobs (``jobqueue``).
+``LocalCluster`` where the platform cannot fork or this process runs other threads), on a Dask cluster at a
+scheduler address, or on Dask workers in SLURM / PBS jobs (``jobqueue``).
 
 Workers compute and return results (the summary and the metrics as parquet bytes); only this
 driver writes run directories (atomically, through ``store.write_run_files``) and the index,
@@ -195,7 +195,7 @@ def execute_points(
 
     ``--workers 1`` (and no scheduler or cluster ``plan``) runs points in this process; otherwise every point
     runs in another process, never here: on this machine each batch in a process forked from this one,
-    ``workers`` at a time (``forked_batches``; the embedded Dask cluster where the platform cannot fork); on
+    ``workers`` at a time (``forked_batches``; the embedded Dask cluster where it cannot, ``fork_safe``); on
     the Dask workers of a ``scheduler``; with a ``plan`` on workers in SLURM / PBS jobs submitted once there are
     runs to do. ``workers`` None: one per core, or this process for a sweep that is one batch. Compatible points
     run ``batch`` at a time (``plan_batches``). A ``scheduler`` is reached (a ``plan``'s scheduler started) before
