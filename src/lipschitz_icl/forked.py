@@ -25,14 +25,22 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
+import numpy as np
+import torch
+
 T = TypeVar("T")
+Arrays = dict[str, tuple[np.ndarray, str]]  # tensors as they cross a pipe: (NumPy array, device) each
 PR_SET_PDEATHSIG = 1  # prctl option: the signal a process gets when its parent dies (Linux)
 IDLE_S = 0.5  # run_forked's idle() is called this often while it waits
 _NOT_INHERITED: set[int] = set()  # file descriptors a forked child closes first (not_inherited)
 
 
 class ChildDied(RuntimeError):
-    """The process of an item ended without answering (its exit code says how)."""
+    """The process of an item ended without answering (``exitcode`` says how)."""
+
+    def __init__(self, exitcode: int | None) -> None:
+        super().__init__(f"its process ended without a result (exit code {exitcode})")
+        self.exitcode = exitcode
 
 
 class ForkedInterrupted(KeyboardInterrupt):
@@ -96,6 +104,17 @@ def run_forked(items: Sequence[T], work: Callable[[T, Callable[[Any], None]], An
         raise
 
 
+def arrays_of(tensors: dict[str, torch.Tensor] | None) -> Arrays | None:
+    """Tensors (a run's parameters) as they cross a pipe: NumPy arrays with their devices (a tensor itself would
+    travel through shared memory that the child's process takes with it when it ends)."""
+    return None if tensors is None else {k: (v.detach().cpu().numpy(), str(v.device)) for k, v in tensors.items()}
+
+
+def tensors_of(arrays: Arrays | None) -> dict[str, torch.Tensor] | None:
+    """The tensors ``arrays_of`` sent, on their devices again."""
+    return None if arrays is None else {k: torch.from_numpy(a).to(dev) for k, (a, dev) in arrays.items()}
+
+
 def _drain(reader: Any, process: Any, on_tick: Callable[[Any], Any]) -> tuple[bool, Any]:
     """What the child sent so far: its ticks to ``on_tick``; (True, its answer: a result or an exception) once it
     answered, (True, ChildDied) when it ended without one, else (False, None)."""
@@ -112,7 +131,7 @@ def _drain(reader: Any, process: Any, on_tick: Callable[[Any], Any]) -> tuple[bo
         if process.is_alive():
             return False, None
     _reap(reader, process)
-    return True, ChildDied(f"its process ended without a result (exit code {process.exitcode})")
+    return True, ChildDied(process.exitcode)
 
 
 def _reap(reader: Any, process: Any) -> None:

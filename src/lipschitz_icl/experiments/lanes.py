@@ -13,28 +13,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-import torch
-
 from ..api import Run
 from ..batch import run_many
 from ..config import Config
-from ..forked import ChildDied, ForkedInterrupted, run_forked
+from ..forked import Arrays, ChildDied, ForkedInterrupted, arrays_of, run_forked, tensors_of
 
-Crossing = tuple[int, Run, dict[str, tuple[np.ndarray, str]] | None]  # (index, run without params, params)
+Crossing = tuple[int, Run, Arrays | None]  # (index, run without params, params)
 
 
 def _crossing(i: int, run: Run) -> Crossing:
-    """A run as it crosses the pipe: its parameters as NumPy arrays with their devices (a tensor would travel
-    through shared memory that the lane's process takes with it when it ends, ``forked.py``)."""
-    params = None if run.params is None else {k: (v.detach().cpu().numpy(), str(v.device))
-                                              for k, v in run.params.items()}
-    return i, Run(run.config, run.summary, run.table(), run.dir, None), params
+    """A run as it crosses the pipe: its parameters as NumPy arrays with their devices (``forked.arrays_of``)."""
+    return i, Run(run.config, run.summary, run.table(), run.dir, None), arrays_of(run.params)
 
 
 def _arrived(crossing: Crossing) -> tuple[int, Run]:
     i, run, params = crossing
-    run.params = None if params is None else {k: torch.from_numpy(a).to(dev) for k, (a, dev) in params.items()}
+    run.params = tensors_of(params)
     return i, run
 
 

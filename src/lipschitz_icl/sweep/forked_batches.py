@@ -18,10 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-import torch
-
-from ..forked import ChildDied, run_forked
+from ..forked import ChildDied, arrays_of, run_forked, tensors_of
 from ..interrupts import deferred_signals
 from .local import FailedResult, OnResult, in_process_config
 from .spec import Point
@@ -88,7 +85,7 @@ def _round(dealt: list[list[list[Point]]], on_result: OnResult, died: Died, keep
     def answered(pos: int, outcome: Any, elapsed: float) -> None:  # noqa: ARG001 - run_forked's signature
         left = [p for i, points in enumerate(dealt[pos]) if i not in stored[pos] for p in points]
         if isinstance(outcome, ChildDied) and left:
-            died(left, f"the process training it ended without a result ({str(outcome).rsplit('(', 1)[-1]}")
+            died(left, f"the process training it ended without a result (exit code {outcome.exitcode})")
         elif isinstance(outcome, BaseException) and left:  # raised outside the runs (each run's error is its own)
             died(left, f"{type(outcome).__name__}: {outcome}")
 
@@ -103,25 +100,17 @@ def _train(points: list[Point], keep: Keep, encode: bool) -> Crossing:
 
 
 def _crossing(result: dict[str, Any]) -> dict[str, Any]:
-    """A result with its params as NumPy arrays (a tensor crosses a pipe through shared memory that the batch's
-    process takes with it when it ends, ``forked.py``)."""
-    params = result.get("params")
-    if params is not None:
-        result["params"] = {k: v.detach().cpu().numpy() for k, v in params.items()}
+    """A result as it crosses the pipe: its params as NumPy arrays (``forked.arrays_of``)."""
+    result["params"] = arrays_of(result.get("params"))
     return result
 
 
 def _arrived(result: dict[str, Any]) -> dict[str, Any]:
-    params = result.get("params")
-    if params is not None:
-        result["params"] = {k: torch.from_numpy(np.asarray(v)) for k, v in params.items()}
+    result["params"] = tensors_of(result.get("params"))
     return result
 
 
 def _store(on_result: OnResult, pairs: list[tuple[Point, dict[str, Any]]], encoded: Any) -> None:
     """Store a batch's results (Ctrl-C waits until they are)."""
     with deferred_signals():
-        if encoded is None:
-            on_result(pairs)
-        else:
-            on_result(pairs, encoded)
+        on_result(pairs, encoded)
