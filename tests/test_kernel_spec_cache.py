@@ -55,3 +55,21 @@ def test_threads_sharing_the_kept_specs_get_their_own_numbers(monkeypatch):
         for _ in range(5):
             got = list(pool.map(lambda p: ks.kernel_spec(p).counts, problems))
             assert all(torch.equal(a, b) for a, b in zip(got, expected, strict=True))
+
+
+def test_a_batch_builds_each_spec_once_however_its_configs_are_ordered(monkeypatch):
+    """``batch.plan_groups`` builds the configs that differ only in their loop one after another: a batch with eta
+    outermost and more seeds than the specs kept (a 10,000-run sweep's batch: 5 etas x 100 seeds) builds one spec
+    per seed, not one per run."""
+    from lipschitz_icl.batch import plan_groups
+
+    monkeypatch.setattr(ks, "RECENT_SPECS", 3)
+    ks._RECENT_SPECS.clear()
+    built = []
+    real = ks._kernel_spec
+    monkeypatch.setattr(ks, "_kernel_spec", lambda problem: built.append(problem.config.seed) or real(problem))
+    cfgs = [li.load_config("configs/quickstart.yaml", ["engine.draws=4", f"seed={s}", f"train.lr={lr}"])
+            for lr in (0.5, 1.0, 2.0) for s in range(5)]
+    groups, rest, _ = plan_groups(cfgs)
+    assert sorted(built) == list(range(5))
+    assert groups == [list(range(15))] and rest == []  # the batch itself in the configs' order

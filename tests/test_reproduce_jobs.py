@@ -4,6 +4,7 @@ values are one-line errors."""
 
 from __future__ import annotations
 
+import gc
 import os
 
 import fake_experiments
@@ -87,6 +88,16 @@ def test_run_forked_sends_back_results_exceptions_ticks_and_deaths_in_the_order_
     assert sorted(started) == [0, 1, 2, 3] and sorted(ticks) == [(0, 0), (1, 10), (2, 20), (3, 30)]
     assert answers[0] is None and answers[1] == 1 and isinstance(answers[2], ValueError)
     assert isinstance(answers[3], ChildDied) and "exit code 5" in str(answers[3])
+
+
+def test_the_children_inherit_a_frozen_heap_and_the_parent_gets_it_back_collectable():
+    """run_forked freezes the heap before forking (a child's collections skip what it inherited: no traversal, no
+    copy-on-write of those pages) and unfreezes it once the children are done, so nothing stays uncollectable."""
+    assert gc.get_freeze_count() == 0
+    answers = {}
+    run_forked([0], lambda item, tick: gc.get_freeze_count(), 1, lambda pos: None,
+               lambda pos, out, s: answers.__setitem__(pos, out))
+    assert answers[0] > 1000 and gc.get_freeze_count() == 0
 
 
 def test_the_time_left_shares_the_work_among_the_lanes_but_never_undercuts_the_longest_part():

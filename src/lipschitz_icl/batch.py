@@ -32,6 +32,7 @@ from .api import Run, make_summary, prepare
 from .api import run as run_one
 from .config import Config
 from .engines import batchable
+from .engines.kernel_spec import LOOP_ONLY
 from .interrupts import interrupt_latch
 from .recorder import Recorder
 from .stopping import TrainOutcome
@@ -54,12 +55,14 @@ class RunsInterrupted(KeyboardInterrupt):
 def plan_groups(configs: list[Config]) -> tuple[list[list[int]], list[int], dict]:
     """Split config indices into groups that can share a batch and the rest (run one by one);
     also returns the (problem, engine, theory) built for each batchable config."""
-    built, groups, rest = {}, {}, []
-    for i, cfg in enumerate(configs):
-        if not batchable(cfg):
-            rest.append(i)
-            continue
-        built[i] = prepare(cfg)
+    built, groups = {}, {}
+    together = [i for i, cfg in enumerate(configs) if batchable(cfg)]
+    rest = sorted(set(range(len(configs))).difference(together))
+    # built in the order of what they share: configs that differ only in their training loop (a sweep's step
+    # sizes) one after another, so that each kernel spec is built once (``kernel_spec``: the last few are kept)
+    for i in sorted(together, key=lambda i: configs[i].model_dump_json(exclude=LOOP_ONLY)):
+        built[i] = prepare(configs[i])
+    for i in together:
         engine = built[i][1]
         groups.setdefault((engine.name, engine.batch_key()), []).append(i)
     return list(groups.values()), rest, built

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import multiprocessing as mp
 import multiprocessing.connection
 import os
@@ -74,6 +75,8 @@ def run_forked(items: Sequence[T], work: Callable[[T, Callable[[Any], None]], An
     fork = mp.get_context("fork")
     waiting = list(range(len(items)))
     running: dict[Any, tuple[int, Any, float]] = {}  # the pipe's reading end -> (position, process, start)
+    thawed = gc.get_freeze_count() == 0  # else someone else froze the heap: it stays frozen
+    gc.freeze()  # the children's collections skip the heap they inherit (no traversal, no copy-on-write of it)
     try:
         while waiting or running:
             while waiting and len(running) < jobs:
@@ -102,6 +105,9 @@ def run_forked(items: Sequence[T], work: Callable[[T, Callable[[Any], None]], An
     except BaseException:
         _end([p for _, p, _ in running.values()])
         raise
+    finally:
+        if thawed:
+            gc.unfreeze()  # collectable again in this process
 
 
 def arrays_of(tensors: dict[str, torch.Tensor] | None) -> Arrays | None:
