@@ -42,10 +42,10 @@ def _runs(out: Path) -> dict[str, tuple[pd.DataFrame, dict]]:
 
 
 def _kill_and_resume(out: Path, log: Path, signals: list[signal.Signals], rng: random.Random,
-                     jobs: int) -> list[int]:
+                     jobs: int, span: float) -> list[int]:
     """Start the same reproduce (``jobs`` experiments at a time) once per signal and send it that signal a random
-    moment after its first experiment started (unless it ended first, which ends the loop). The exit codes, in
-    order."""
+    moment after its first experiment started, within the first 80 % of ``span`` (the uninterrupted job's seconds,
+    one at a time) shared by the ``jobs`` (unless it ended first, which ends the loop). The exit codes, in order."""
     codes = []
     for sig in signals:
         with log.open("w") as fh:
@@ -56,7 +56,7 @@ def _kill_and_resume(out: Path, log: Path, signals: list[signal.Signals], rng: r
             while "started exp_" not in log.read_text() and proc.poll() is None:  # imports done, training
                 assert time.monotonic() < deadline, log.read_text()
                 time.sleep(0.05)
-            time.sleep(rng.uniform(0.0, 2.5 / jobs))  # side by side, the job takes about 1/jobs as long
+            time.sleep(rng.uniform(0.0, 0.8 * span / jobs))  # side by side, the job takes about 1/jobs as long
             if proc.poll() is None:
                 proc.send_signal(sig)
             codes.append(proc.wait(timeout=120))
@@ -80,9 +80,10 @@ def _differences(a, b, path: str = "") -> list[str]:
 def _chaos(tmp_path: Path, signals: list[signal.Signals], seed: int, jobs: int) -> None:
     """Killed and resumed with ``jobs`` experiments at a time, against an uninterrupted run one at a time."""
     clean = tmp_path / "clean"
+    start = time.monotonic()
     assert CliRunner().invoke(app, [*ARGS, "--jobs", "1", "--out", str(clean)]).exit_code == 0
     out = tmp_path / "out"
-    codes = _kill_and_resume(out, tmp_path / "stderr.txt", signals, random.Random(seed), jobs)
+    codes = _kill_and_resume(out, tmp_path / "stderr.txt", signals, random.Random(seed), jobs, time.monotonic() - start)
     assert set(codes) <= {0, 130, -signal.SIGKILL}, codes  # SIGINT and SIGTERM: 130; SIGKILL: killed
     final = subprocess.run([sys.executable, "-c", CODE, *ARGS, "--jobs", str(jobs), "--out", str(out)],
                            capture_output=True, text=True, env=_env(), timeout=300)
