@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+import lipschitz_icl as li
 from lipschitz_icl.bench.registry import Size
 from lipschitz_icl.bench.sections.startup import startup
 from lipschitz_icl.cli import COMMANDS
@@ -42,6 +43,18 @@ def test_a_command_imports_its_own_module_when_it_runs():
     out, modules = _modules_after(["theory", "--help"])
     assert "lipschitz_icl.cli.theory" in modules and "lipschitz_icl.cli.reproduce" not in modules
     assert "Usage: lipschitz-icl theory" in out
+
+
+def test_training_and_writing_a_run_imports_no_pandas(tmp_path):
+    """``run`` trains, records and writes (metrics.parquet with its values' digest) without pandas, whose import
+    is a sixth of a short run's CPU (``arrow_np``); reading the run back makes its DataFrame."""
+    for args in (["configs/quickstart.yaml", "train.steps=30"],
+                 ["features.kind=sphere", "task.kind=relu_net", "engine.kind=sampled", "engine.batch=16",
+                  "train.optimizer=adam", "train.steps=5", "train.log_every=2", "eval.functions=8"]):
+        out = tmp_path / str(len(args))
+        _, modules = _modules_after(["run", *args, "--out", str(out)])
+        assert "lipschitz_icl.api" in modules and "pandas" not in modules, args
+        assert li.load_run(out).metrics["step"].dtype == "int64"
 
 
 def test_the_startup_section_measures_its_three_targets():

@@ -38,12 +38,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from .geometry import GEOMETRY_METRICS
+from .recorder import pandas
+
+if TYPE_CHECKING:
+    import pandas as pd  # imported when a frame is first made (recorder.pandas)
 
 PHASE_FACTOR = 3.0  # n_phases = 2 when rate_fast > PHASE_FACTOR * rate_slow
 
@@ -178,7 +181,7 @@ def per_feature(metrics: pd.DataFrame, metric: str) -> pd.DataFrame:
     """A per-feature metric as a step x k (or step x (k, n)) table."""
     rows = metrics[metrics["metric"] == metric]
     if rows.empty:
-        return pd.DataFrame()
+        return pandas().DataFrame()
     cols = ["k"] if rows["n"].isna().all() else ["k", "n"]
     return rows.pivot_table(index="step", columns=cols, values="value").sort_index()
 

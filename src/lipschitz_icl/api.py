@@ -18,10 +18,9 @@ import logging
 import platform
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import torch
 
@@ -33,7 +32,7 @@ from .errors import ConfigError, UserInputError
 from .geometry import GEOMETRY_METRICS
 from .interrupts import deferred_signals
 from .problem import Problem, build_problem
-from .recorder import SCHEMA, Recorder, metrics_frame, metrics_table
+from .recorder import SCHEMA, Recorder, metrics_frame, metrics_table, pandas
 from .store import (
     ANALYSIS_FILE,
     CONFIG_FILE,
@@ -57,6 +56,9 @@ from .threads import configured_threads, torch_threads
 from .tracking import Tracker, check_tracker, open_tracker
 from .train import ProgressFn, TrainOutcome, interrupted_outcome, train
 
+if TYPE_CHECKING:
+    import pandas as pd  # pandas itself is imported when a frame is first made (recorder.pandas)
+
 log = logging.getLogger("lipschitz_icl")
 
 
@@ -79,7 +81,7 @@ class Run:
     def __init__(self, config: Config, summary: dict[str, Any], metrics: pd.DataFrame | pa.Table | Recorder,
                  dir: Path | None = None, params: dict[str, torch.Tensor] | None = None) -> None:  # noqa: A002
         self.config, self.summary, self.dir, self.params = config, summary, dir, params
-        self._frame = metrics if isinstance(metrics, pd.DataFrame) else None
+        self._frame = None if isinstance(metrics, pa.Table | Recorder) else metrics  # a DataFrame
         self._table = metrics if isinstance(metrics, pa.Table) else None
         self._recorder = metrics if isinstance(metrics, Recorder) else None
 
@@ -88,7 +90,7 @@ class Run:
         """The tidy metrics table: step, metric, k, n, value."""
         if self._frame is None:
             held = self._table is not None or self._recorder is not None
-            self._frame = metrics_frame(self.table()) if held else pd.DataFrame()
+            self._frame = metrics_frame(self.table()) if held else pandas().DataFrame()
         return self._frame
 
     @metrics.setter
@@ -328,7 +330,7 @@ def load_run(path: str | Path, require_finished: bool = True) -> Run:
     digests = recorded_digests(p, summary)
     if digests is not None and CONFIG_FILE in digests:
         check_digest(p / CONFIG_FILE, (p / CONFIG_FILE).read_bytes(), digests)
-    metrics = metrics_frame(read_run_metrics(p, digests)) if (p / METRICS_FILE).is_file() else pd.DataFrame()
+    metrics = metrics_frame(read_run_metrics(p, digests)) if (p / METRICS_FILE).is_file() else pandas().DataFrame()
     params = read_params(p, digests) if (p / PARAMS_FILE).is_file() else None
     summary.pop(FILES_KEY, None)  # checked: the summary as the run made it (``run``'s, a sweep's stored one)
     return Run(cfg, summary, metrics, p, params)

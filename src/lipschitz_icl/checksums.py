@@ -9,7 +9,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+from .arrow_np import arrow_numbers, null_mask, numbers_of
 
 
 def sha256_hex(data: bytes) -> str:
@@ -30,19 +33,27 @@ def values_digest(table: pa.Table) -> str:
     for name, column in zip(table.column_names, table.columns, strict=True):
         h.update(name.encode() + b"\0")
         for chunk in column.chunks:
-            h.update(chunk.is_null().to_numpy(zero_copy_only=False))
+            h.update(null_mask(chunk))
         if pa.types.is_dictionary(column.type):  # the values it stands for, as runs of equal values
             column, lengths = _runs_of_values(column)
             h.update(lengths.astype("<i8"))
         if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-            _update_text(h, [c.fill_null("") if c.null_count else c for c in column.chunks])
+            _update_text(h, [_nulls_as_empty(c) if c.null_count else c for c in column.chunks])
         else:
             is_int = pa.types.is_integer(column.type)
             for chunk in column.chunks:
-                values = chunk if is_int else chunk.cast(pa.float64())
-                values = values.fill_null(0 if is_int else 0.0) if values.null_count else values
-                h.update(np.ascontiguousarray(values.to_numpy(zero_copy_only=False), dtype="<i8" if is_int else "<f8"))
+                values = numbers_of(chunk if is_int else chunk.cast(pa.float64()))  # nulls as 0
+                h.update(np.ascontiguousarray(values, dtype="<i8" if is_int else "<f8"))
     return h.hexdigest()
+
+
+def _nulls_as_empty(chunk: pa.Array) -> pa.Array:
+    """A text chunk with its nulls as empty strings (``chunk.fill_null("")``, whose Python value would import
+    pandas: ``arrow_np``)."""
+    width = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
+    empty = pa.Array.from_buffers(chunk.type, len(chunk), [None, pa.py_buffer(np.zeros(len(chunk) + 1, width)),
+                                                          pa.py_buffer(b"")])
+    return pc.coalesce(chunk, empty)
 
 
 def _update_text(h: Any, chunks: list[pa.Array]) -> None:
@@ -64,13 +75,13 @@ def _runs_of_values(column: pa.ChunkedArray) -> tuple[pa.ChunkedArray, np.ndarra
     same values whatever the dictionary's order, duplicates or unused entries (a parquet file keeps used ones)."""
     whole = column.unify_dictionaries().combine_chunks() if column.num_chunks else pa.chunked_array(
         [], column.type).combine_chunks()
-    codes = whole.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    codes = numbers_of(whole.indices, -1).astype(np.int64)
     starts = np.flatnonzero(np.concatenate([[True], codes[1:] != codes[:-1]])) if len(codes) else np.zeros(0, int)
-    values = whole.take(pa.array(starts, pa.int64())).cast(whole.type.value_type)
+    values = whole.take(arrow_numbers(starts.astype(np.int64))).cast(whole.type.value_type)
     if len(values) > 1:  # two codes of one value (a dictionary with duplicates): one run
-        text = values.fill_null("\0null").to_pylist()
+        text = ["\0null" if v is None else v for v in values.to_pylist()]
         keep = np.concatenate([[True], np.array(text[1:], dtype=object) != np.array(text[:-1], dtype=object)])
-        starts, values = starts[keep], values.filter(pa.array(keep))
+        starts, values = starts[keep], values.filter(arrow_numbers(keep))
     return pa.chunked_array([values]), np.diff(np.concatenate([starts, [len(codes)]]))
 
 

@@ -22,16 +22,21 @@ when a run ends, calls ``send`` at each record.
 
 from __future__ import annotations
 
+import importlib
 import warnings
 from collections.abc import Callable
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import torch
 
+from .arrow_np import arrow_numbers, arrow_text, column_numbers, numbers_of
 from .tracking import Tracker, step_values
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # (steps, scalars, extra names, attn, scores or None, heads or None): see Recorder._blocks
 Thin = Callable[[str], bool]  # metric name -> kept at a run's first and last recorded step only (thin_rows)
@@ -151,14 +156,14 @@ class Recorder:
         kept = _kept_at(metrics, thin, steps, np.zeros(T, np.int64) if runs is None else runs)
         if kept is None:
             k, n = np.tile(ks_, T), np.tile(ns_, T)
-            arrays = [pa.array(np.repeat(steps, values.shape[1])), _tiled_text(metrics, T), pa.array(k, mask=k < 0),
-                      pa.array(n, mask=n < 0), pa.array(values.reshape(-1))]
+            arrays = [arrow_numbers(np.repeat(steps, values.shape[1])), _tiled_text(metrics, T),
+                      arrow_numbers(k, k < 0), arrow_numbers(n, n < 0), arrow_numbers(values.reshape(-1))]
             return pa.Table.from_arrays(arrays, schema=SCHEMA), np.full(T, values.shape[1])
         col = np.nonzero(kept)[1]  # the metric of each row kept, record by record
         per_record = kept.sum(1)
         k, n = ks_[col], ns_[col]
-        arrays = [pa.array(np.repeat(steps, per_record)), _names_at(metrics, col), pa.array(k, mask=k < 0),
-                  pa.array(n, mask=n < 0), pa.array(values[kept])]
+        arrays = [arrow_numbers(np.repeat(steps, per_record)), _names_at(metrics, col), arrow_numbers(k, k < 0),
+                  arrow_numbers(n, n < 0), arrow_numbers(values[kept])]
         return pa.Table.from_arrays(arrays, schema=SCHEMA), per_record
 
     def _attention_rows(self, a: np.ndarray, suffix: str, add, mean: bool) -> None:
@@ -264,13 +269,13 @@ def thin_rows(table: pa.Table, counts: list[int], thin: Thin) -> tuple[pa.Table,
         return table, counts
     metric = table.column("metric").combine_chunks().dictionary_encode()
     named = np.array([bool(thin(m)) for m in metric.dictionary.to_pylist()], dtype=bool)
-    thinned = named[metric.indices.to_numpy()] if len(named) else np.zeros(table.num_rows, dtype=bool)
-    steps = table.column("step").to_numpy()
+    thinned = named[numbers_of(metric.indices)] if len(named) else np.zeros(table.num_rows, dtype=bool)
+    steps = column_numbers(table.column("step"))
     sizes = np.asarray(counts, dtype=np.int64)
     run = np.repeat(np.arange(len(counts)), sizes)
     first, last = _run_ends(steps, run, len(counts))
     keep = ~thinned | (steps == first[run]) | (steps == last[run])
-    return table.filter(pa.array(keep)), np.bincount(run[keep], minlength=len(counts)).tolist()
+    return table.filter(arrow_numbers(keep)), np.bincount(run[keep], minlength=len(counts)).tolist()
 
 
 def _run_ends(steps: np.ndarray, run: np.ndarray, n_runs: int) -> tuple[np.ndarray, np.ndarray]:
@@ -296,15 +301,15 @@ def _kept_at(metrics: list[str], thin: Thin | None, steps: np.ndarray, runs: np.
 
 def _names_at(names: list[str], col: np.ndarray) -> pa.Array | pa.ChunkedArray:
     """``names[col[i]]`` for every i as Arrow text (a gather by index), cut into chunks of at most TEXT_BYTES."""
-    text = pa.array(names, pa.string())
+    text = arrow_text(names)
     ends = np.cumsum(np.array([len(n.encode()) for n in names], dtype=np.int64)[col])
     if not len(col) or ends[-1] <= TEXT_BYTES:
-        return text.take(pa.array(col))
+        return text.take(arrow_numbers(col))
     pieces, start = [], 0
     while start < len(col):
         done = ends[start - 1] if start else 0
         stop = max(start + 1, int(np.searchsorted(ends, done + TEXT_BYTES, side="right")))
-        pieces.append(text.take(pa.array(col[start:stop])))
+        pieces.append(text.take(arrow_numbers(col[start:stop])))
         start = stop
     return pa.chunked_array(pieces, pa.string())
 
@@ -322,9 +327,16 @@ def _as_array(x: torch.Tensor | np.ndarray) -> np.ndarray:
     return np.array(x, dtype=np.float64)  # a copy
 
 
+def pandas() -> ModuleType:
+    """pandas, imported when a table first becomes a DataFrame: training, recording and writing a run never need
+    it, and its import is about 0.2 CPU-s of a 1.3 CPU-s ``lipschitz-icl run`` (docs/PERFORMANCE.md, "Start-up").
+    The package's one deferred import of a library (the modules that read results import pandas as usual)."""
+    return importlib.import_module("pandas")
+
+
 def metrics_frame(table: pa.Table) -> pd.DataFrame:
     """The tidy table as pandas, with nullable integer k and n."""
-    df = table.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
+    df = table.to_pandas(types_mapper={pa.int64(): pandas().Int64Dtype()}.get)
     df["step"] = df["step"].astype("int64")
     return df
 
