@@ -75,7 +75,6 @@ def run_forked(items: Sequence[T], work: Callable[[T, Callable[[Any], None]], An
     fork = mp.get_context("fork")
     waiting = list(range(len(items)))
     running: dict[Any, tuple[int, Any, float]] = {}  # the pipe's reading end -> (position, process, start)
-    thawed = gc.get_freeze_count() == 0  # else someone else froze the heap: it stays frozen
     gc.freeze()  # the children's collections skip the heap they inherit (no traversal, no copy-on-write of it)
     try:
         while waiting or running:
@@ -106,8 +105,9 @@ def run_forked(items: Sequence[T], work: Callable[[T, Callable[[Any], None]], An
         _end([p for _, p, _ in running.values()])
         raise
     finally:
-        if thawed:
-            gc.unfreeze()  # collectable again in this process
+        # collectable again here, whoever froze it (a forked child that forks in turn would otherwise keep for good
+        # whatever became garbage after this call: only the garbage of the moment can be frozen safely)
+        gc.unfreeze()
 
 
 def arrays_of(tensors: dict[str, torch.Tensor] | None) -> Arrays | None:
