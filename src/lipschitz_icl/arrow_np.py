@@ -65,7 +65,7 @@ def column_numbers(column: pa.ChunkedArray | pa.Array, fill: int | float = 0) ->
     if isinstance(column, pa.Array):
         return numbers_of(column, fill)
     if not column.num_chunks:
-        return numbers_of(pa.chunked_array([], column.type).combine_chunks(), fill)
+        return numbers_of(column.combine_chunks(), fill)  # an empty array of the column's type
     parts = [numbers_of(chunk, fill) for chunk in column.chunks]
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 

@@ -55,9 +55,9 @@ class RunsInterrupted(KeyboardInterrupt):
 def plan_groups(configs: list[Config]) -> tuple[list[list[int]], list[int], dict]:
     """Split config indices into groups that can share a batch and the rest (run one by one);
     also returns the (problem, engine, theory) built for each batchable config."""
-    built, groups = {}, {}
-    together = [i for i, cfg in enumerate(configs) if batchable(cfg)]
-    rest = sorted(set(range(len(configs))).difference(together))
+    built, groups, together, rest = {}, {}, [], []
+    for i, cfg in enumerate(configs):
+        (together if batchable(cfg) else rest).append(i)
     # built in the order of what they share: configs that differ only in their training loop (a sweep's step
     # sizes) one after another, so that each kernel spec is built once (``kernel_spec``: the last few are kept)
     for i in sorted(together, key=lambda i: configs[i].model_dump_json(exclude=LOOP_ONLY)):
