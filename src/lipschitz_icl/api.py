@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import torch
 
 from . import NUMERICS_REVISION, __version__
@@ -84,12 +85,13 @@ class Run:
         self._frame = None if isinstance(metrics, pa.Table | Recorder) else metrics  # a DataFrame
         self._table = metrics if isinstance(metrics, pa.Table) else None
         self._recorder = metrics if isinstance(metrics, Recorder) else None
+        self._on_disk: dict[str, str] | None = None  # keep_metrics_on_disk: the digests its files are read back by
 
     @property
     def metrics(self) -> pd.DataFrame:
         """The tidy metrics table: step, metric, k, n, value."""
         if self._frame is None:
-            held = self._table is not None or self._recorder is not None
+            held = self._table is not None or self._recorder is not None or self._on_disk is not None
             self._frame = metrics_frame(self.table()) if held else pandas().DataFrame()
         return self._frame
 
@@ -99,11 +101,23 @@ class Run:
 
     def table(self) -> pa.Table:
         """The metrics as an Arrow table of the recorder's schema (``recorder.SCHEMA``)."""
+        if self._on_disk is not None and self._frame is None:  # read back each time: memory is what it saves
+            return read_run_metrics(self.dir, self._on_disk)
         if self._table is None and self._recorder is not None:
             self._table, self._recorder = self._recorder.table(), None
         if self._table is None:
             self._table = metrics_table(self.metrics) if len(self.metrics.columns) else SCHEMA.empty_table()
         return self._table
+
+    def keep_metrics_on_disk(self) -> None:
+        """Let go of the metrics held in memory: the run's directory holds them (``write_run`` wrote it), and
+        ``table()``, ``metric_rows()`` and the rest read them back when asked, checked against the sha256 that its
+        summary.json records. What an experiment does with a run of tens of millions of rows once it is written:
+        the runs of a group need not all be held at once (a full-size reproduce peaked at 6.9 GB without it)."""
+        if self.dir is None or not (self.dir / METRICS_FILE).is_file():
+            raise ValueError(f"the run's metrics are not stored ({self.dir}): write_run(run, path) first")
+        self._on_disk = recorded_digests(self.dir, read_summary(self.dir)) or {}
+        self._frame = self._table = self._recorder = None
 
     def __getstate__(self) -> dict[str, Any]:
         self.table()  # a pickled Run holds its table, not a Recorder (whose derive may be a closure)
@@ -122,27 +136,34 @@ class Run:
         return (f"Run(status={s.get('status')}, steps={s.get('steps')}, final_loss={short(s.get('final_loss'))}, "
                 f"min_attn={short(s.get('min_attn'))}, dir={self.dir})")
 
+    def metric_rows(self, *metrics: str) -> pd.DataFrame:
+        """The tidy rows (step, metric, k, n, value) of these metrics. Taken from ``metrics`` once that frame exists;
+        before, from the Arrow table filtered first, so that one metric of a long run does not make the whole table
+        a DataFrame (a K = 48 run of 8,000 records holds 38 million rows, 1.6 GB as pandas), nor keep one."""
+        if self._frame is not None:
+            return self._frame[self._frame.metric.isin(metrics)]
+        table = self.table()
+        return metrics_frame(table.filter(pc.is_in(table.column("metric"), value_set=pa.array(metrics, pa.string()))))
+
     def series(self, metric: str) -> pd.Series:
         """A scalar metric (loss, test_error, attn_min, ...) indexed by step."""
-        rows = self.metrics[self.metrics.metric == metric]
-        return rows.set_index("step")["value"].rename(metric)
+        return self.metric_rows(metric).set_index("step")["value"].rename(metric)
 
     def attention(self) -> pd.DataFrame:
         """Attn_k: one column per query feature k, one row per recorded step."""
-        rows = self.metrics[self.metrics.metric == "attn_self"]
-        return rows.pivot(index="step", columns="k", values="value")
+        return self.metric_rows("attn_self").pivot(index="step", columns="k", values="value")
 
     def geometry(self) -> pd.DataFrame:
         """The geometry metrics (Q_norm_2, Q_norm_F, Q_eig_max, Q_eig_min, Q_eig_ratio, window, n_eff,
         attn_distance): one column each, one row per recorded step; empty unless the run recorded them
         (eval.geometry, the default with continuous inputs)."""
-        rows = self.metrics[self.metrics.metric.isin(GEOMETRY_METRICS)]
+        rows = self.metric_rows(*GEOMETRY_METRICS)
         table = rows.pivot(index="step", columns="metric", values="value")
         return table.reindex(columns=[m for m in GEOMETRY_METRICS if m in table.columns]).rename_axis(columns=None)
 
     def per_feature(self, metric: str) -> pd.DataFrame:
         """A per-feature metric (attn_self, attn_cross, A, B) as step x (k[, n]) columns."""
-        rows = self.metrics[self.metrics.metric == metric]
+        rows = self.metric_rows(metric)
         cols = ["k"] if rows["n"].isna().all() else ["k", "n"]
         return rows.pivot_table(index="step", columns=cols, values="value")
 
@@ -330,7 +351,8 @@ def load_run(path: str | Path, require_finished: bool = True) -> Run:
     digests = recorded_digests(p, summary)
     if digests is not None and CONFIG_FILE in digests:
         check_digest(p / CONFIG_FILE, (p / CONFIG_FILE).read_bytes(), digests)
-    metrics = metrics_frame(read_run_metrics(p, digests)) if (p / METRICS_FILE).is_file() else pandas().DataFrame()
+    # the table, made a DataFrame when ``metrics`` is first read (``attention()`` and the like need not)
+    metrics = read_run_metrics(p, digests) if (p / METRICS_FILE).is_file() else pandas().DataFrame()
     params = read_params(p, digests) if (p / PARAMS_FILE).is_file() else None
     summary.pop(FILES_KEY, None)  # checked: the summary as the run made it (``run``'s, a sweep's stored one)
     return Run(cfg, summary, metrics, p, params)

@@ -32,6 +32,7 @@ from .lanes import run_in_lanes
 from .sizes import Sizes, sizes
 
 ProgressHook = Callable[[str, int, int], None]  # (label, done, total)
+HELD_ROWS = 2**22  # a written run of more tidy rows (~200 MB) is read back from its directory when asked for
 
 
 @dataclass
@@ -112,6 +113,8 @@ def run_group(ctx: Context, group: str, configs: list[Config], label: str | None
         write_run(run, group_dir / names[i])
         if ctx.tracker is not None:  # the run's metrics reach this process when it ends: written then
             write_events(ctx.tracker, run.dir, run.config.to_yaml(), run.table())
+        if run.table().num_rows > HELD_ROWS:  # a long run's table: read back from its directory when asked for
+            run.keep_metrics_on_disk()
         ctx.trained_runs += run.summary.get("status") != "interrupted"
         ctx.tick(label, sum(r is not None for r in results), total)
 
@@ -153,7 +156,10 @@ def _reusable(run_dir: Path, cfg: Config) -> Run | None:
         if (summary.get("status") not in FINISHED_STATUSES or summary.get("config_hash") != cfg.config_hash()
                 or (versions.get("lipschitz_icl"), versions.get("numerics")) != (__version__, str(NUMERICS_REVISION))):
             return None
-        return load_run(run_dir)
+        run = load_run(run_dir)
+        if run.table().num_rows > HELD_ROWS:  # a long run: read back when asked for, as when it was trained
+            run.keep_metrics_on_disk()
+        return run
     except (OSError, ValueError, AttributeError, TypeError, UserInputError):
         return None
 
