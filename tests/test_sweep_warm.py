@@ -26,3 +26,42 @@ def test_load_sweep_tells_the_count_before_expanding():
     sweep = load_sweep({"base": {"train": {"steps": 5}}, "grid": {"task.L": [1.0, 2.0, 2.0]}, "seeds": 2},
                        on_count=told.append)
     assert told == [6] and len(sweep.points) == 4  # duplicates counted, then kept once
+
+
+@pytest.mark.parametrize(("fused", "dtypes"), [(True, {"float64"}), (False, set())])
+def test_forked_batches_load_the_compiled_step_once_in_the_driver(tmp_path, monkeypatch, fused, dtypes):
+    """A sweep of fused runs loads the compiled step (numba) in the driver before its batches fork, so that no
+    batch's process loads it again (about 0.4 CPU-s each); a sweep without fused runs loads nothing."""
+    from lipschitz_icl.forked import fork_available
+    from lipschitz_icl.sweep import forked_batches, run_sweep
+    if not fork_available():
+        pytest.skip("forked batches need fork")
+    asked = []
+    monkeypatch.setattr(forked_batches, "warm_fused_step", lambda d: asked.append(set(d)))
+    spec = {"name": "w", "base": {"train": {"steps": 20, "log_every": 10}, "engine": {"draws": 8, "fused": fused}},
+            "grid": {"task.L": [0.5, 2.0]}, "seeds": 2}
+    if fused:
+        pytest.importorskip("numba")
+    rows = run_sweep(spec, tmp_path / "s", workers=2, batch=2)
+    assert asked == [dtypes] and set(rows["status"]) <= {"converged", "budget"}
+
+
+def test_warm_fused_step_loads_every_compiled_entry_point_and_keeps_the_generator():
+    pytest.importorskip("numba")
+    import subprocess
+    import sys
+
+    import torch
+
+    from lipschitz_icl.batch import warm_fused_step
+    torch.manual_seed(3)
+    expected = torch.rand(4)
+    torch.manual_seed(3)
+    warm_fused_step()
+    assert torch.equal(torch.rand(4), expected)
+    probe = ("from lipschitz_icl import stopping_compiled as s; from lipschitz_icl.engines import kernel_fused as k; "
+             "fs = (k.fused_step, k.fused_update, s.observe, s.quiet_steps, s.wants_record); "
+             "before = [len(f.signatures) for f in fs]; from lipschitz_icl.batch import warm_fused_step; "
+             "warm_fused_step(); print(before, [len(f.signatures) for f in fs])")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[0, 0, 0, 0, 0] [1, 1, 1, 1, 1]"  # none loaded in a fresh process, each one after

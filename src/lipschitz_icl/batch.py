@@ -24,22 +24,26 @@ sweeps call it single-threaded, so their numbers do not depend on the environmen
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import torch
 
 from .api import Run, make_summary, prepare
 from .api import run as run_one
-from .config import Config
+from .config import Config, validate_config
 from .engines import batchable
 from .engines.kernel_spec import LOOP_ONLY
 from .interrupts import interrupt_latch
+from .numba_support import numba_installed
 from .recorder import Recorder
 from .stopping import TrainOutcome
 from .train_batch import StepFn, train_batched
 
 BatchProgressFn = Callable[[int, int], None]  # (runs finished, runs in all)
 RunFn = Callable[[int, Run], None]  # (index of the config, its Run), the moment the run stops
+# a fused run that takes every compiled entry point: records at steps 0 and 4 only (T_1 met at step 0), quiet between
+TINY_FUSED = {"engine": {"fused": True, "draws": 2}, "features": {"K": 2, "d": 2}, "prompt": {"N": 4},
+              "train": {"steps": 4, "log_every": 4}, "analysis": {"t1_level": 0.01}, "eval": {"functions": 2}}
 
 
 
@@ -130,3 +134,20 @@ def _stop_if_interrupted(runs: list[Run | None], indices: list[int], check_inter
         raise RunsInterrupted(runs) from None
     if any(runs[i] is not None and runs[i].summary.get("status") == "interrupted" for i in indices):
         raise RunsInterrupted(runs)
+
+
+def warm_fused_step(dtypes: Iterable[str] = ("float64",)) -> None:
+    """Load the compiled fused kernel step and stopping rules (``engine.fused``; numba loads them from its on-disk
+    cache, about 0.4 CPU-s in each process) into this process, for each ``engine.dtype`` in ``dtypes``, by training
+    a tiny fused run: processes forked from this one (a sweep's batches, reproduce's experiments) then start with
+    them instead of each loading them again. Nothing is written; torch's default generator is left as it was;
+    without numba, nothing is done."""
+    dtypes = sorted(set(dtypes))
+    if not dtypes or not numba_installed():
+        return
+    state = torch.get_rng_state()
+    try:
+        for dtype in dtypes:
+            run_many([validate_config({**TINY_FUSED, "engine": {**TINY_FUSED["engine"], "dtype": dtype}})])
+    finally:
+        torch.set_rng_state(state)

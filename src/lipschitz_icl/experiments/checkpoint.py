@@ -37,6 +37,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from .. import NUMERICS_REVISION, __version__
+from ..batch import warm_fused_step
 from ..forked import ForkedInterrupted, fork_available, run_forked
 from ..store import SUMMARY_FILE, atomic_write_json
 from ..threads import single_threaded_torch
@@ -311,6 +312,8 @@ def side_by_side(ctx: Context, todo: list[tuple[int, Experiment]], results: dict
 
     expected = expected_seconds([exp for _, exp in todo], ctx.quick)
     todo = sorted(todo, key=lambda item: -expected[item[1].__name__])  # the longest first: none starts last
+    if ctx.fused:
+        warm_fused_step()  # the compiled step loaded once here, not in every experiment's process
     try:
         run_forked(todo, lambda item, tick: _in_child(ctx, item[1], tick), ctx.jobs, started, answered, ticked)
     except ForkedInterrupted as stop:  # positions in this order -> the experiments' own

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..batch import warm_fused_step
 from ..forked import ChildDied, arrays_of, run_forked, tensors_of
 from ..interrupts import deferred_signals
 from .local import FailedResult, OnResult, in_process_config
@@ -37,6 +38,8 @@ def run_forked_batches(batches: list[list[Point]], on_result: OnResult, failed_r
     params) as it arrives; ``idle()`` now and then while none does. Batches of a few points go to one process
     together (``groups``). A batch whose process died: each of its points once more, alone (see the module)."""
     again: list[Point] = []
+    # the compiled fused step loaded once here, not in every batch's process (a batch's points share their engine)
+    warm_fused_step({b[0].config.engine.dtype for b in batches if b and b[0].config.engine.fused})
 
     def first_death(points: list[Point], why: str) -> None:
         if len(points) > 1:  # which run killed it is unknown: each alone, after the others
