@@ -79,3 +79,9 @@ def test_load_run_makes_the_frame_only_when_asked(tmp_path):
     pd.testing.assert_frame_equal(loaded.attention(), run.attention())
     assert loaded._frame is None
     pd.testing.assert_frame_equal(loaded.metrics, run.metrics)
+
+
+def test_a_run_without_metrics_has_empty_curves(tmp_path):
+    run = _run()
+    run.metrics = pd.DataFrame()  # as load_run gives a run directory without metrics.parquet
+    assert run.attention().empty and run.series("loss").empty and run.metric_rows("loss").empty

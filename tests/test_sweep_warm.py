@@ -29,21 +29,26 @@ def test_load_sweep_tells_the_count_before_expanding():
 
 
 @pytest.mark.parametrize(("fused", "dtypes"), [(True, {"float64"}), (False, set())])
-def test_forked_batches_load_the_compiled_step_once_in_the_driver(tmp_path, monkeypatch, fused, dtypes):
-    """A sweep of fused runs loads the compiled step (numba) in the driver before its batches fork, so that no
-    batch's process loads it again (about 0.4 CPU-s each); a sweep without fused runs loads nothing."""
+def test_forked_batches_load_the_compiled_step_once_in_the_driver(monkeypatch, fused, dtypes):
+    """A sweep's batches of fused runs get the compiled step (numba) loaded in the driver before they fork, so that no
+    batch's process loads it again (about 0.4 CPU-s each); batches without fused runs load nothing."""
     from lipschitz_icl.forked import fork_available
-    from lipschitz_icl.sweep import forked_batches, run_sweep
+    from lipschitz_icl.sweep import forked_batches
+    from lipschitz_icl.sweep.worker import Keep
     if not fork_available():
         pytest.skip("forked batches need fork")
+    if fused:
+        pytest.importorskip("numba")
     asked = []
     monkeypatch.setattr(forked_batches, "warm_fused_step", lambda d: asked.append(set(d)))
     spec = {"name": "w", "base": {"train": {"steps": 20, "log_every": 10}, "engine": {"draws": 8, "fused": fused}},
             "grid": {"task.L": [0.5, 2.0]}, "seeds": 2}
-    if fused:
-        pytest.importorskip("numba")
-    rows = run_sweep(spec, tmp_path / "s", workers=2, batch=2)
-    assert asked == [dtypes] and set(rows["status"]) <= {"converged", "budget"}
+    points = load_sweep(spec).points
+    stored: list = []
+    forked_batches.run_forked_batches([points[:2], points[2:]], lambda pairs, encoded=None: stored.extend(pairs),
+                                      execute._failed_result, Keep(), workers=2)
+    assert asked == [dtypes] and len(stored) == 4
+    assert {r["summary"]["status"] for _, r in stored} <= {"converged", "budget"}
 
 
 def test_warm_fused_step_loads_every_compiled_entry_point_and_keeps_the_generator():

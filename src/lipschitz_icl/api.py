@@ -97,7 +97,7 @@ class Run:
 
     @metrics.setter
     def metrics(self, frame: pd.DataFrame) -> None:
-        self._frame, self._table, self._recorder = frame, None, None
+        self._frame, self._table, self._recorder, self._on_disk = frame, None, None, None
 
     def table(self) -> pa.Table:
         """The metrics as an Arrow table of the recorder's schema (``recorder.SCHEMA``)."""
@@ -140,9 +140,9 @@ class Run:
         """The tidy rows (step, metric, k, n, value) of these metrics. Taken from ``metrics`` once that frame exists;
         before, from the Arrow table filtered first, so that one metric of a long run does not make the whole table
         a DataFrame (a K = 48 run of 8,000 records holds 38 million rows, 1.6 GB as pandas), nor keep one."""
-        if self._frame is not None:
+        if self._frame is not None and "metric" in self._frame:
             return self._frame[self._frame.metric.isin(metrics)]
-        table = self.table()
+        table = self.table() if self._frame is None else SCHEMA.empty_table()  # a frame of no columns: no rows
         return metrics_frame(table.filter(pc.is_in(table.column("metric"), value_set=pa.array(metrics, pa.string()))))
 
     def series(self, metric: str) -> pd.Series:
