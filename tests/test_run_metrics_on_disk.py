@@ -4,6 +4,8 @@ experiment does with its long runs (``runner.HELD_ROWS``)."""
 
 from __future__ import annotations
 
+import pickle
+
 import pandas as pd
 import pytest
 
@@ -46,7 +48,10 @@ def test_metrics_kept_on_disk_are_read_back_equal_and_checked(tmp_path):
     assert run._table is None and run._frame is None
     assert run.table().equals(table)
     pd.testing.assert_frame_equal(run.attention(), li.load_run(tmp_path / "r").attention())
+    pickled = pickle.loads(pickle.dumps(run))  # holds its directory and digests, not a table
+    assert pickled._table is None and pickled.table().equals(table)
     pd.testing.assert_frame_equal(run.metrics, frame)
+    assert run.table().equals(table)  # read back again, not rebuilt from the frame
     other = _run().table().slice(0, 10)  # another table in the file: its digest no longer matches
     run2 = _run()
     write_run(run2, tmp_path / "r2")

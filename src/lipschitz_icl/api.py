@@ -101,7 +101,7 @@ class Run:
 
     def table(self) -> pa.Table:
         """The metrics as an Arrow table of the recorder's schema (``recorder.SCHEMA``)."""
-        if self._on_disk is not None and self._frame is None:  # read back each time: memory is what it saves
+        if self._on_disk is not None:  # read back each time: memory is what it saves
             return read_run_metrics(self.dir, self._on_disk)
         if self._table is None and self._recorder is not None:
             self._table, self._recorder = self._recorder.table(), None
@@ -120,7 +120,8 @@ class Run:
         self._frame = self._table = self._recorder = None
 
     def __getstate__(self) -> dict[str, Any]:
-        self.table()  # a pickled Run holds its table, not a Recorder (whose derive may be a closure)
+        if self._on_disk is None:  # (one kept on disk holds its directory and digests: read back there)
+            self.table()  # a pickled Run holds its table, not a Recorder (whose derive may be a closure)
         return self.__dict__
 
     def table_source(self) -> pa.Table | Recorder:
@@ -140,9 +141,10 @@ class Run:
         """The tidy rows (step, metric, k, n, value) of these metrics. Taken from ``metrics`` once that frame exists;
         before, from the Arrow table filtered first, so that one metric of a long run does not make the whole table
         a DataFrame (a K = 48 run of 8,000 records holds 38 million rows, 1.6 GB as pandas), nor keep one."""
-        if self._frame is not None and "metric" in self._frame:
-            return self._frame[self._frame.metric.isin(metrics)]
-        table = self.table() if self._frame is None else SCHEMA.empty_table()  # a frame of no columns: no rows
+        if self._frame is not None:
+            frame = self._frame if "metric" in self._frame else metrics_frame(SCHEMA.empty_table())  # no columns
+            return frame[frame.metric.isin(metrics)]
+        table = self.table()
         return metrics_frame(table.filter(pc.is_in(table.column("metric"), value_set=pa.array(metrics, pa.string()))))
 
     def series(self, metric: str) -> pd.Series:

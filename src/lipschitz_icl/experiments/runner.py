@@ -113,8 +113,7 @@ def run_group(ctx: Context, group: str, configs: list[Config], label: str | None
         write_run(run, group_dir / names[i])
         if ctx.tracker is not None:  # the run's metrics reach this process when it ends: written then
             write_events(ctx.tracker, run.dir, run.config.to_yaml(), run.table())
-        if run.table().num_rows > HELD_ROWS:  # a long run's table: read back from its directory when asked for
-            run.keep_metrics_on_disk()
+        _let_go_if_long(run)
         ctx.trained_runs += run.summary.get("status") != "interrupted"
         ctx.tick(label, sum(r is not None for r in results), total)
 
@@ -147,6 +146,13 @@ def run_group(ctx: Context, group: str, configs: list[Config], label: str | None
 FINISHED_STATUSES = ("converged", "trivial", "budget", "diverged")  # a run that ended normally
 
 
+def _let_go_if_long(run: Run) -> Run:
+    """``run`` (written), its metrics read back from its directory when asked for if it has more than HELD_ROWS rows."""
+    if run.table().num_rows > HELD_ROWS:
+        run.keep_metrics_on_disk()
+    return run
+
+
 def _reusable(run_dir: Path, cfg: Config) -> Run | None:
     """The finished run in ``run_dir`` when it is ``cfg``'s (same config hash, package version and numerics
     revision), else None (missing, interrupted, failed, from another config or version: it is trained again)."""
@@ -156,10 +162,7 @@ def _reusable(run_dir: Path, cfg: Config) -> Run | None:
         if (summary.get("status") not in FINISHED_STATUSES or summary.get("config_hash") != cfg.config_hash()
                 or (versions.get("lipschitz_icl"), versions.get("numerics")) != (__version__, str(NUMERICS_REVISION))):
             return None
-        run = load_run(run_dir)
-        if run.table().num_rows > HELD_ROWS:  # a long run: read back when asked for, as when it was trained
-            run.keep_metrics_on_disk()
-        return run
+        return _let_go_if_long(load_run(run_dir))  # as when it was trained
     except (OSError, ValueError, AttributeError, TypeError, UserInputError):
         return None
 
