@@ -1,7 +1,8 @@
 """A local sweep's batches in processes forked from the driver (``sweep.forked_batches``): the same stored results
 as in one process, params and run directories included; a batch whose process dies trained again point by
-point, so that only the point that kills its process is recorded failed; small batches dealt to a process
-together; and no fork from a process with other threads (one of them may hold a lock the fork would copy)."""
+point, so that only the point that kills its process is recorded failed; one forked lane per worker whatever the
+number of batches; and no fork from a process with other threads (one of them may hold a lock the fork would
+copy)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ import torch
 from test_sweep_faults import fated_spec
 
 from lipschitz_icl.forked import fork_available, not_inherited, run_forked, single_threaded
-from lipschitz_icl.sweep import execute, load_metrics, load_runs, load_sweep, run_sweep
-from lipschitz_icl.sweep.forked_batches import GROUP_POINTS, groups, run_forked_batches
+from lipschitz_icl.sweep import execute, forked_batches, load_metrics, load_runs, load_sweep, run_sweep
+from lipschitz_icl.sweep.forked_batches import run_forked_batches
 from lipschitz_icl.sweep.worker import Keep
 
 pytestmark = pytest.mark.skipif(not fork_available(), reason="forked batches need fork (Linux, macOS)")
@@ -48,17 +49,44 @@ def test_a_batch_whose_process_dies_is_trained_again_point_by_point(tmp_path):
         outcome["ok"]["status"]] and outcome["ok"]["status"] in {"converged", "budget"}
 
 
-@pytest.mark.parametrize(("sizes", "workers"), [([1] * 200, 2), ([3] * 8, 2), ([250] * 8, 2), ([1, 40, 1, 1], 1),
-                                                 ([], 2)])
-def test_small_batches_go_to_one_process_together(sizes, workers):
-    batches = [[object()] * n for n in sizes]
-    dealt = groups(batches, workers)
-    assert [b for group in dealt for b in group] == batches  # every batch once, in order
-    most = max(1, min(GROUP_POINTS, -(-sum(sizes) // (4 * workers))))
-    held = [sum(map(len, group)) for group in dealt]
-    assert all(h >= most for h in held[:-1]) and all(sum(map(len, g[:-1])) < most for g in dealt)  # closed at most
-    if sizes == [1] * 200:
-        assert len(dealt) == 8  # 25 points a process (4 per worker): 8 processes, not 200
+def test_a_lane_that_dies_loses_one_batch_and_the_others_are_trained(tmp_path):
+    """One lane: it trains the first batch, dies in the second (whose points are then trained alone), and a new lane
+    takes the batches left; each point is stored once, the one that kills its process failed."""
+    points = load_sweep(fated_spec(tmp_path / "k.yaml", ["ok", "ok", "exit", "ok", "ok", "ok"])).points
+    batches = [points[:2], points[2:4], points[4:]]
+    stored: list = []
+    rounds: list[int] = []
+
+    def counted(items, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202 - wraps run_forked
+        rounds.append(len(items))
+        return run_forked(items, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(forked_batches, "run_forked", counted)
+        run_forked_batches(batches, lambda pairs, encoded=None: stored.extend(pairs), execute._failed_result,
+                           Keep(), workers=1)
+    assert sorted(p.config_hash for p, _ in stored) == sorted(p.config_hash for p in points)  # each point once
+    status = [r["summary"]["status"] for _, r in sorted(stored, key=lambda pr: points.index(pr[0]))]
+    assert status[2] == "failed" and all(s in {"converged", "budget"} for k, s in enumerate(status) if k != 2)
+    assert rounds == [1, 1, 2]  # a lane (batches 1, 2: died), a new lane (batch 3), then batch 2's points alone
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_a_sweep_forks_one_lane_per_worker_whatever_its_batches(tmp_path, workers):
+    batches = [[p] for p in load_sweep(SPEC).points]  # 9 batches of one point
+    forks: list[int] = []
+
+    def counted(items, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202 - wraps run_forked
+        forks.append(len(items))
+        return run_forked(items, *args, **kwargs)
+
+    stored: list = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(forked_batches, "run_forked", counted)
+        run_forked_batches(batches, lambda pairs, encoded=None: stored.extend(pairs), execute._failed_result,
+                           Keep(), workers=workers)
+    assert forks == [workers] and [p for p, _ in stored] and len(stored) == 9
+    assert {p.config_hash for p, _ in stored} == {b[0].config_hash for b in batches}
 
 
 def test_a_process_with_another_thread_runs_its_sweep_on_dask_not_forked(tmp_path):
