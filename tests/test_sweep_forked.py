@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -49,44 +50,77 @@ def test_a_batch_whose_process_dies_is_trained_again_point_by_point(tmp_path):
         outcome["ok"]["status"]] and outcome["ok"]["status"] in {"converged", "budget"}
 
 
-def test_a_lane_that_dies_loses_one_batch_and_the_others_are_trained(tmp_path):
-    """One lane: it trains the first batch, dies in the second (whose points are then trained alone), and a new lane
-    takes the batches left; each point is stored once, the one that kills its process failed."""
-    points = load_sweep(fated_spec(tmp_path / "k.yaml", ["ok", "ok", "exit", "ok", "ok", "ok"])).points
-    batches = [points[:2], points[2:4], points[4:]]
+def _lanes_run(batches: list, workers: int, die_at: tuple | None = None, marker: Path | None = None,
+               ) -> tuple[list, list[list]]:
+    """``run_forked_batches`` of ``batches``: (the stored (point, result) pairs, each ``run_forked`` call's items as
+    they ended: the processes it forked). ``die_at``: a lane ends itself (exit code 137) as it sends this tick
+    (``("began", i)``: before the driver hears of it; ``("trained", i)``: as it sends batch i's results, i.e.
+    after it began batch i) while ``marker`` does not exist, which it creates: once."""
     stored: list = []
-    rounds: list[int] = []
+    calls: list[list] = []
 
-    def counted(items, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202 - wraps run_forked
-        rounds.append(len(items))
-        return run_forked(items, *args, **kwargs)
+    def forked(items, work, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202 - wraps run_forked
+        def fated(item, tick):  # noqa: ANN001, ANN202 - in the lane
+            def tick_or_die(payload):  # noqa: ANN001, ANN202
+                if die_at is not None and tuple(payload[:2]) == die_at and not marker.exists():
+                    marker.touch()
+                    if die_at[0] == "trained":  # it began: the driver knows
+                        tick(("began", die_at[1]))
+                    os._exit(137)
+                tick(payload)
+            return work(item, tick_or_die)
+
+        calls.append(items)
+        return run_forked(items, fated, *args, **kwargs)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(forked_batches, "run_forked", counted)
+        mp.setattr(forked_batches, "run_forked", forked)
         run_forked_batches(batches, lambda pairs, encoded=None: stored.extend(pairs), execute._failed_result,
-                           Keep(), workers=1)
-    assert sorted(p.config_hash for p, _ in stored) == sorted(p.config_hash for p in points)  # each point once
-    status = [r["summary"]["status"] for _, r in sorted(stored, key=lambda pr: points.index(pr[0]))]
+                           Keep(), workers=workers)
+    return stored, calls
+
+
+def _statuses(stored: list, points: list) -> list[str]:
+    """The status of each point's stored result, in the points' order; each point stored exactly once."""
+    assert sorted(p.config_hash for p, _ in stored) == sorted(p.config_hash for p in points)
+    return [r["summary"]["status"] for _, r in sorted(stored, key=lambda pr: points.index(pr[0]))]
+
+
+def test_a_lane_that_dies_loses_one_batch_and_a_new_lane_takes_the_rest(tmp_path):
+    """One lane: it trains the first batch and dies in the second (a point that kills its process); a new lane
+    takes the third batch, and the second's points are trained alone, where the killing point fails again."""
+    points = load_sweep(fated_spec(tmp_path / "k.yaml", ["ok", "ok", "exit", "ok", "ok", "ok"])).points
+    stored, calls = _lanes_run([points[:2], points[2:4], points[4:]], workers=1)
+    status = _statuses(stored, points)
     assert status[2] == "failed" and all(s in {"converged", "budget"} for k, s in enumerate(status) if k != 2)
-    assert rounds == [1, 1, 2]  # a lane (batches 1, 2: died), a new lane (batch 3), then batch 2's points alone
+    assert [len(c) for c in calls] == [2, 2]  # two lanes (the second replacing the first), then 2 points alone
+
+
+def test_a_one_point_batch_whose_lane_was_killed_is_trained_again_alone(tmp_path):
+    """A lane killed from outside (standing for an OOM kill of a lane that held much) while it trains a batch of one
+    point: the point is trained again alone, not recorded failed."""
+    points = load_sweep(SPEC).points[:4]
+    stored, calls = _lanes_run([[p] for p in points], workers=1, die_at=("trained", 1), marker=tmp_path / "m")
+    assert set(_statuses(stored, points)) <= {"converged", "budget"}
+    assert [len(c) for c in calls] == [2, 1]  # the killed lane, its replacement; the one point alone
+
+
+def test_a_batch_handed_to_a_lane_that_died_before_beginning_it_goes_to_another_lane(tmp_path):
+    """A lane that dies between sending a batch's results and beginning the next it was handed: that next batch is
+    trained by the new lane, in its batch, never charged with the death (nothing trained alone, nothing failed)."""
+    points = load_sweep(SPEC).points
+    batches = [points[:3], points[3:6], points[6:]]
+    stored, calls = _lanes_run(batches, workers=1, die_at=("began", 1), marker=tmp_path / "m")
+    assert set(_statuses(stored, points)) <= {"converged", "budget"}
+    assert [len(c) for c in calls] == [2]  # one round: the lane that died, the lane that trained batches 1 and 2
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
-def test_a_sweep_forks_one_lane_per_worker_whatever_its_batches(tmp_path, workers):
+def test_a_sweep_forks_one_lane_per_worker_whatever_its_batches(workers):
     batches = [[p] for p in load_sweep(SPEC).points]  # 9 batches of one point
-    forks: list[int] = []
-
-    def counted(items, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202 - wraps run_forked
-        forks.append(len(items))
-        return run_forked(items, *args, **kwargs)
-
-    stored: list = []
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(forked_batches, "run_forked", counted)
-        run_forked_batches(batches, lambda pairs, encoded=None: stored.extend(pairs), execute._failed_result,
-                           Keep(), workers=workers)
-    assert forks == [workers] and [p for p, _ in stored] and len(stored) == 9
-    assert {p.config_hash for p, _ in stored} == {b[0].config_hash for b in batches}
+    stored, calls = _lanes_run(batches, workers)
+    assert [len(c) for c in calls] == [workers] and set(_statuses(stored, [b[0] for b in batches])) <= {
+        "converged", "budget"}
 
 
 def test_a_process_with_another_thread_runs_its_sweep_on_dask_not_forked(tmp_path):

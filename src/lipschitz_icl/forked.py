@@ -70,14 +70,17 @@ def run_forked(items: Sequence[T], work: Callable[[T, Callable[[Any], None]], An
     """``work(item, tick)`` for every item, at most ``jobs`` at a time, each in a forked process: ``started(position)``
     as one starts, ``ticked(position, payload)`` for each ``tick(payload)`` the work sends on its way (progress), and
     ``answered(position, result or the exception it raised or ChildDied, seconds)`` as one ends, in the order they
-    end; ``idle()`` every IDLE_S seconds while nothing arrives (a progress display's clock). Ctrl-C ends the
-    children and raises ForkedInterrupted."""
+    end; ``idle()`` every IDLE_S seconds while nothing arrives (a progress display's clock). ``items`` may be a list
+    that ``answered`` or ``ticked`` appends to: the new items run too. Ctrl-C ends the children and raises
+    ForkedInterrupted."""
     fork = mp.get_context("fork")
-    waiting = list(range(len(items)))
+    waiting, seen = list(range(len(items))), len(items)  # seen: the items known so far (a list may grow)
     running: dict[Any, tuple[int, Any, float]] = {}  # the pipe's reading end -> (position, process, start)
     gc.freeze()  # the children's collections skip the heap they inherit (no traversal, no copy-on-write of it)
     try:
-        while waiting or running:
+        while waiting or running or len(items) > seen:
+            waiting.extend(range(seen, len(items)))
+            seen = len(items)
             while waiting and len(running) < jobs:
                 pos = waiting.pop(0)
                 reader, writer = fork.Pipe(duplex=False)

@@ -9,16 +9,17 @@ waits for the storing, and a batch goes to whichever lane is free. (A process of
 2026-12-07, paid the fork's copy-on-write page faults once per batch: ~1.3 CPU-s of system time at 10,000 runs.)
 
 A point that kills its process (``os._exit``, a segfault, the OOM killer) ends that lane only, in the middle of one
-batch: that batch's points are trained again, each alone in a process of its own, once the other batches are done,
-and a point whose process dies again is recorded failed with the exit code. The other lanes go on, and where every
-lane ended with batches not yet handed out, new lanes take them. Ctrl-C or SIGTERM ends the processes under way
-(``ForkedInterrupted``, a KeyboardInterrupt); what was stored stays, the rest stays pending until the sweep is run
-again. Where the platform cannot fork, the embedded Dask cluster runs the batches instead (``dask_backend``).
+batch: that batch's points are trained again, each alone in a process of its own, once the other batches are done
+(a one-point batch too: the lane may have been killed from outside), and a point whose process dies again is
+recorded failed with the exit code. A new lane replaces the dead one while batches are left; a batch handed to a
+lane that died before it began the batch (a lane tells the driver as it begins one) goes to another lane. Ctrl-C or
+SIGTERM ends the processes under way (``ForkedInterrupted``, a KeyboardInterrupt); what was stored stays, the rest
+stays pending until the sweep is run again. Where the platform cannot fork, the embedded Dask cluster runs the
+batches instead (``dask_backend``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing as mp
 from collections.abc import Callable
 from typing import Any
@@ -39,68 +40,76 @@ def run_forked_batches(batches: list[list[Point]], on_result: OnResult, failed_r
     """Train ``batches`` (``execute.plan_batches``) in ``workers`` lanes forked from this process and hand each
     batch's results to ``on_result(pairs, encoded)`` (``encode``: with its results file, of what ``keep`` keeps,
     encoded in the lane; else ``on_result(pairs)``, the results carrying their tables and params) as it arrives;
-    ``idle()`` now and then while none does. A batch whose lane died: each of its points once more, alone, in a
-    process of its own (see the module)."""
+    ``idle()`` now and then while none does. A batch whose lane died while training it: each of its points once
+    more, alone, in a process of its own (see the module)."""
     again: list[Point] = []
     # the compiled fused step loaded once here, not in every lane (a batch's points share their engine)
     warm_fused_step({b[0].config.engine.dtype for b in batches if b and b[0].config.engine.fused})
-
-    def first_death(points: list[Point], why: str) -> None:
-        if len(points) > 1:  # which run killed it is unknown: each alone, after the others
-            again.extend(points)
-        else:
-            _store(on_result, [(points[0], failed_result(points[0], why))], None)
-
-    _lanes(batches, on_result, first_death, keep, workers, encode, idle)
-    if again:
+    _round(batches, on_result, lambda points, why: again.extend(points), keep, workers, encode, idle)
+    if again:  # which run killed the lane is unknown, or whether one did (an OOM kill, a kill -9): each alone
         def second_death(points: list[Point], why: str) -> None:
             _store(on_result, [(points[0], failed_result(points[0], why))], None)
 
-        _lanes([[p] for p in again], on_result, second_death, keep, workers, encode, idle, alone=True)
+        _round([[p] for p in again], on_result, second_death, keep, workers, encode, idle, alone=True)
 
 
-def _lanes(batches: list[list[Point]], on_result: OnResult, died: Died, keep: Keep, workers: int, encode: bool,
+def _round(batches: list[list[Point]], on_result: OnResult, died: Died, keep: Keep, workers: int, encode: bool,
            idle: Callable[[], None] | None, alone: bool = False) -> None:
-    """``batches`` through ``workers`` lanes (``_round``), each batch's results stored as they arrive and a batch
-    whose lane died to ``died``; new lanes while batches are left that no lane took (every lane died). ``alone``:
-    a process for each batch, ``workers`` at a time."""
+    """``batches`` through ``run_forked``: ``workers`` lanes, each forked with its first batch and sent the next
+    through a pipe of its own as it sends the last one's results; a batch whose lane died while training it to
+    ``died`` and the lane replaced while batches are left (a batch handed to a lane that died before it began is
+    handed out again, once). ``alone``: a process for each batch, ``workers`` at a time."""
     left = list(reversed(range(len(batches))))  # popped from the end: handed out in order
-    while left:  # each round hands out at least one batch
-        _round(batches, left, on_result, died, keep, max(1, workers), encode, idle, alone)
+    lanes: list[int] = []  # run_forked's items, which it forks as they are appended: lane numbers 0, 1, ...
+    first: list[int] = []  # lane -> its first batch
+    pipes: list[tuple[Any, Any]] = []  # lane -> (its end, the driver's end)
+    held: dict[int, int | None] = {}  # lane -> the batch handed to it (None: told to end)
+    begun: set[int] = set()  # lanes that began the batch they hold
+    handed_again: set[int] = set()
 
-
-def _round(batches: list[list[Point]], left: list[int], on_result: OnResult, died: Died, keep: Keep, workers: int,
-           encode: bool, idle: Callable[[], None] | None, alone: bool) -> None:
-    """One pass of ``run_forked``: ``workers`` lanes, each forked with its first batch (the next of ``left``, indices
-    into ``batches``, at its end) and sent the next through a pipe of its own as it sends the last one's results,
-    until none is left; with ``alone``, a process for each batch of ``left``."""
-    first = [left.pop() for _ in range(len(left) if alone else min(workers, len(left)))]
-    pipes = [] if alone else [mp.get_context("fork").Pipe(duplex=False) for _ in first]  # (lane's end, driver's)
-    held: dict[int, int | None] = dict(enumerate(first))  # lane -> the batch it trains (None: told to end)
+    def open_lane() -> None:
+        held[len(lanes)] = left.pop()
+        first.append(held[len(lanes)])
+        lanes.append(len(lanes))
+        if not alone:
+            pipes.append(mp.get_context("fork").Pipe(duplex=False))
 
     def work(lane: int, tick: Callable[[Any], None]) -> None:
         i = first[lane]
         while i is not None:
-            tick((i, _train(batches[i], keep, encode)))
+            tick(("began", i))
+            tick(("trained", i, _train(batches[i], keep, encode)))
             i = None if alone else pipes[lane][0].recv()
 
-    def ticked(lane: int, payload: tuple[int, Crossing]) -> None:
-        i, (pairs, encoded) = payload
+    def ticked(lane: int, payload: tuple) -> None:
+        if payload[0] == "began":
+            begun.add(lane)
+            return
+        _, i, (pairs, encoded) = payload
+        begun.discard(lane)
         held[lane] = left.pop() if left and not alone else None
         if not alone:  # the lane's next batch first: it trains while this one is stored
-            with contextlib.suppress(OSError):  # a lane that died meanwhile: its batch goes to ``answered``
-                pipes[lane][1].send(held[lane])
+            pipes[lane][1].send(held[lane])  # never blocks: one index in flight, our reading end kept open
         _store(on_result, [(batches[i][j], _arrived(result)) for j, result in pairs], encoded)
 
     def answered(lane: int, outcome: Any, elapsed: float) -> None:  # noqa: ARG001 - run_forked's signature
         i = held.pop(lane)
-        if i is not None and isinstance(outcome, ChildDied):
-            died(batches[i], f"the process training it ended without a result (exit code {outcome.exitcode})")
-        elif i is not None:  # raised outside the runs (each run's error is its own)
-            died(batches[i], f"{type(outcome).__name__}: {outcome}")
+        if i is None:
+            return
+        if lane in begun or alone or i in handed_again:
+            why = (f"the process training it ended without a result (exit code {outcome.exitcode})"
+                   if isinstance(outcome, ChildDied) else f"{type(outcome).__name__}: {outcome}")
+            died(batches[i], why)  # else: raised outside the runs (each run's error is its own)
+        else:  # the lane died before it began this batch: another takes it
+            handed_again.add(i)
+            left.append(i)
+        if left and not alone:
+            open_lane()
 
+    for _ in range(len(left) if alone else min(max(1, workers), len(left))):
+        open_lane()
     try:
-        run_forked(range(len(first)), work, workers, lambda lane: None, answered, ticked, idle)
+        run_forked(lanes, work, max(1, workers), lambda lane: None, answered, ticked, idle)
     finally:
         for reader, writer in pipes:
             reader.close()
