@@ -98,8 +98,9 @@ def _round(batches: list[list[Point]], on_result: OnResult, died: Died, keep: Ke
             return
         if lane in begun or alone or i in handed_again:
             why = (f"the process training it ended without a result (exit code {outcome.exitcode})"
-                   if isinstance(outcome, ChildDied) else f"{type(outcome).__name__}: {outcome}")
-            died(batches[i], why)  # else: raised outside the runs (each run's error is its own)
+                   if isinstance(outcome, ChildDied)  # else: raised outside the runs (each run's error is its own)
+                   else f"{type(outcome).__name__}: {outcome}")
+            died(batches[i], why)
         else:  # the lane died before it began this batch: another takes it
             handed_again.add(i)
             left.append(i)
