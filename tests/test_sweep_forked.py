@@ -6,7 +6,10 @@ copy)."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -160,3 +163,78 @@ def test_the_sweep_directory_lock_is_not_held_by_the_forked_processes(tmp_path):
             run_forked([fh.fileno()], _is_open, 1, lambda pos: None, lambda pos, out, s: answers.append(out))
         run_forked([fh.fileno()], _is_open, 1, lambda pos: None, lambda pos, out, s: answers.append(out))
     assert answers == [False, True]  # closed in the child while registered, inherited otherwise
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts this process's descriptors in /proc")
+def test_lanes_replaced_many_times_hold_no_more_descriptors(tmp_path):
+    """Each dead lane's pipe is closed as it ends: 20 lanes killed one after another (one-point batches that kill
+    their lane) leave the driver's open descriptors where they were, not 40 higher (a sweep of many such points
+    stopped with "Too many open files")."""
+    points = load_sweep(fated_spec(tmp_path / "k.yaml", ["exit"] * 20)).points
+    counts: list[int] = []
+
+    def forked(items, work, jobs, started, answered, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        def counted(*a):  # noqa: ANN002, ANN202
+            answered(*a)
+            counts.append(len(os.listdir("/proc/self/fd")))
+        return run_forked(items, work, jobs, started, counted, *args, **kwargs)
+
+    stored: list = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(forked_batches, "run_forked", forked)
+        run_forked_batches([[p] for p in points], lambda pairs, encoded=None: stored.extend(pairs),
+                           execute._failed_result, Keep(), workers=2)
+    assert {r["summary"]["status"] for _, r in stored} == {"failed"} and len(stored) == 20
+    assert len(counts) == 40 and max(counts[:20]) - min(counts[:20]) <= 10  # 20 lanes (2 more each before), then alone
+
+
+@pytest.mark.timeout(120)
+def test_an_error_while_storing_stops_the_sweep_with_that_error(tmp_path):
+    """A disk full while the driver stores a batch is raised (it was swallowed as if the lane had ended, and the
+    driver then waited forever for a lane that waited for its next batch); no lane is left running."""
+    points = load_sweep(SPEC).points
+    calls: list[int] = []
+
+    def on_result(pairs, encoded=None):  # noqa: ANN001, ANN202
+        calls.append(len(pairs))
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        run_forked_batches([points[i : i + 2] for i in range(0, 8, 2)], on_result, execute._failed_result, Keep(),
+                           workers=2)
+    assert len(calls) == 2 and multiprocessing.active_children() == []
+
+
+CTRL_C_AT_A_FORK = """
+import contextlib, multiprocessing, os, signal, sys
+import lipschitz_icl.forked as forked
+from lipschitz_icl.sweep import execute, load_sweep
+from lipschitz_icl.sweep.forked_batches import run_forked_batches
+from lipschitz_icl.sweep.worker import Keep
+held, forks = forked._signals_held, []
+
+@contextlib.contextmanager
+def ctrl_c_at_the_second_fork():  # SIGINT comes in as the held signals are let in, right after the fork
+    forks.append(1)
+    with held():
+        yield
+        if len(forks) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+
+forked._signals_held = ctrl_c_at_the_second_fork
+points = load_sweep(%r).points
+try:
+    run_forked_batches([[p] for p in points], lambda pairs, encoded=None: None, execute._failed_result, Keep(), 2)
+except KeyboardInterrupt:
+    print("interrupted; children left:", len(multiprocessing.active_children()))
+"""
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_right_after_a_lane_is_forked_ends_that_lane_too():
+    """The child forked when Ctrl-C came in is among those ended (it was recorded only after the held signals came
+    in: it was left running, waiting for its next batch, and the interpreter waited for it at exit)."""
+    script = CTRL_C_AT_A_FORK % (SPEC,)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=100)
+    assert "interrupted; children left: 0" in out.stdout, out.stdout + out.stderr

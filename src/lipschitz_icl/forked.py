@@ -88,8 +88,9 @@ def run_forked(items: Sequence[T], work: Callable[[T, Callable[[Any], None]], An
                 started(pos)
                 with _signals_held():  # a SIGTERM to the process group must not reach the child's copy of our handlers
                     process.start()
-                writer.close()
-                running[reader] = (pos, process, time.perf_counter())
+                    writer.close()
+                    # recorded before the held signals come in: a Ctrl-C right after the fork ends this child too
+                    running[reader] = (pos, process, time.perf_counter())
             ready = set(mp.connection.wait([*running, *(p.sentinel for _, p, _ in running.values())],
                                            timeout=None if idle is None else IDLE_S))
             if not ready and idle is not None:
@@ -127,18 +128,20 @@ def tensors_of(arrays: Arrays | None) -> dict[str, torch.Tensor] | None:
 def _drain(reader: Any, process: Any, on_tick: Callable[[Any], Any]) -> tuple[bool, Any]:
     """What the child sent so far: its ticks to ``on_tick``; (True, its answer: a result or an exception) once it
     answered, (True, ChildDied) when it ended without one, else (False, None)."""
-    try:
-        while reader.poll():
+    while True:
+        try:
+            if not reader.poll():
+                break
             kind, value = reader.recv()
-            if kind != "tick":
-                _reap(reader, process)
-                return True, value
-            on_tick(value)
-    except (EOFError, OSError):
-        pass
-    else:
-        if process.is_alive():
-            return False, None
+        except (EOFError, OSError):  # the child's end closed: it ended
+            _reap(reader, process)
+            return True, ChildDied(process.exitcode)
+        if kind != "tick":
+            _reap(reader, process)
+            return True, value
+        on_tick(value)  # what it raises (a disk full while storing) is the caller's: run_forked ends the children
+    if process.is_alive():
+        return False, None
     _reap(reader, process)
     return True, ChildDied(process.exitcode)
 

@@ -75,6 +75,10 @@ def _round(batches: list[list[Point]], on_result: OnResult, died: Died, keep: Ke
             pipes.append(mp.get_context("fork").Pipe(duplex=False))
 
     def work(lane: int, tick: Callable[[Any], None]) -> None:
+        for k, (reader, writer) in enumerate(pipes):  # the lane keeps its own reading end only: EOF if the driver ends
+            writer.close()
+            if k != lane:
+                reader.close()
         i = first[lane]
         while i is not None:
             tick(("began", i))
@@ -93,6 +97,8 @@ def _round(batches: list[list[Point]], on_result: OnResult, died: Died, keep: Ke
         _store(on_result, [(batches[i][j], _arrived(result)) for j, result in pairs], encoded)
 
     def answered(lane: int, outcome: Any, elapsed: float) -> None:  # noqa: ARG001 - run_forked's signature
+        for end in pipes[lane] if pipes else ():  # closed as the lane ends: lanes replaced many times hold no more
+            end.close()
         i = held.pop(lane)
         if i is None:
             return
