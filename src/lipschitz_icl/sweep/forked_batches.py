@@ -59,68 +59,80 @@ def _round(batches: list[list[Point]], on_result: OnResult, died: Died, keep: Ke
     through a pipe of its own as it sends the last one's results; a batch whose lane died while training it to
     ``died`` and the lane replaced while batches are left (a batch handed to a lane that died before it began is
     handed out again, once). ``alone``: a process for each batch, ``workers`` at a time."""
-    left = list(reversed(range(len(batches))))  # popped from the end: handed out in order
-    lanes: list[int] = []  # run_forked's items, which it forks as they are appended: lane numbers 0, 1, ...
-    first: list[int] = []  # lane -> its first batch
-    pipes: list[tuple[Any, Any]] = []  # lane -> (its end, the driver's end)
-    held: dict[int, int | None] = {}  # lane -> the batch handed to it (None: told to end)
-    begun: set[int] = set()  # lanes that began the batch they hold
-    handed_again: set[int] = set()
+    lanes = _Lanes(batches, on_result, died, keep, encode, alone)
+    for _ in range(len(batches) if alone else min(max(1, workers), len(batches))):
+        lanes.open()
+    try:
+        run_forked(lanes.items, lanes.work, max(1, workers), lambda lane: None, lanes.answered, lanes.ticked, idle)
+    finally:
+        for pipe in lanes.pipes:
+            for end in pipe:
+                end.close()
 
-    def open_lane() -> None:
-        held[len(lanes)] = left.pop()
-        first.append(held[len(lanes)])
-        lanes.append(len(lanes))
-        if not alone:
-            pipes.append(mp.get_context("fork").Pipe(duplex=False))
 
-    def work(lane: int, tick: Callable[[Any], None]) -> None:
-        for k, (reader, writer) in enumerate(pipes):  # the lane keeps its own reading end only: EOF if the driver ends
+class _Lanes:
+    """What the driver knows of one ``_round``'s lanes, and what a lane does (``work``, in its process)."""
+
+    def __init__(self, batches: list[list[Point]], on_result: OnResult, died: Died, keep: Keep, encode: bool,
+                 alone: bool) -> None:
+        self.batches, self.on_result, self.died, self.keep, self.encode, self.alone = (
+            batches, on_result, died, keep, encode, alone)
+        self.left = list(reversed(range(len(batches))))  # popped from the end: handed out in order
+        self.items: list[int] = []  # run_forked's items, which it forks as they are appended: lane numbers 0, 1, ...
+        self.first: list[int] = []  # lane -> its first batch
+        self.pipes: list[tuple[Any, Any]] = []  # lane -> (its end, the driver's end)
+        self.held: dict[int, int | None] = {}  # lane -> the batch handed to it (None: told to end)
+        self.begun: set[int] = set()  # lanes that began the batch they hold
+        self.handed_again: set[int] = set()
+
+    def open(self) -> None:
+        """A new lane (forked by run_forked), with the next batch."""
+        lane = len(self.items)
+        self.held[lane] = self.left.pop()
+        self.first.append(self.held[lane])
+        self.items.append(lane)
+        if not self.alone:
+            self.pipes.append(mp.get_context("fork").Pipe(duplex=False))
+
+    def work(self, lane: int, tick: Callable[[Any], None]) -> None:
+        """In the lane: its batches, each announced as it begins and sent back trained, until told to end."""
+        for k, (reader, writer) in enumerate(self.pipes):  # only its own reading end: EOF if the driver ends
             writer.close()
             if k != lane:
                 reader.close()
-        i = first[lane]
+        i = self.first[lane]
         while i is not None:
             tick(("began", i))
-            tick(("trained", i, _train(batches[i], keep, encode)))
-            i = None if alone else pipes[lane][0].recv()
+            tick(("trained", i, _train(self.batches[i], self.keep, self.encode)))
+            i = None if self.alone else self.pipes[lane][0].recv()
 
-    def ticked(lane: int, payload: tuple) -> None:
+    def ticked(self, lane: int, payload: tuple) -> None:
         if payload[0] == "began":
-            begun.add(lane)
+            self.begun.add(lane)
             return
         _, i, (pairs, encoded) = payload
-        begun.discard(lane)
-        held[lane] = left.pop() if left and not alone else None
-        if not alone:  # the lane's next batch first: it trains while this one is stored
-            pipes[lane][1].send(held[lane])  # never blocks: one index in flight, our reading end kept open
-        _store(on_result, [(batches[i][j], _arrived(result)) for j, result in pairs], encoded)
+        self.begun.discard(lane)
+        self.held[lane] = self.left.pop() if self.left and not self.alone else None
+        if not self.alone:  # the lane's next batch first: it trains while this one is stored
+            self.pipes[lane][1].send(self.held[lane])  # never blocks: one index in flight, our reading end open
+        _store(self.on_result, [(self.batches[i][j], _arrived(result)) for j, result in pairs], encoded)
 
-    def answered(lane: int, outcome: Any, elapsed: float) -> None:  # noqa: ARG001 - run_forked's signature
-        for end in pipes[lane] if pipes else ():  # closed as the lane ends: lanes replaced many times hold no more
+    def answered(self, lane: int, outcome: Any, elapsed: float) -> None:  # noqa: ARG002 - run_forked's signature
+        for end in self.pipes[lane] if self.pipes else ():  # closed as it ends: lanes replaced many times hold none
             end.close()
-        i = held.pop(lane)
+        i = self.held.pop(lane)
         if i is None:
             return
-        if lane in begun or alone or i in handed_again:
+        if lane in self.begun or self.alone or i in self.handed_again:
             why = (f"the process training it ended without a result (exit code {outcome.exitcode})"
                    if isinstance(outcome, ChildDied)  # else: raised outside the runs (each run's error is its own)
                    else f"{type(outcome).__name__}: {outcome}")
-            died(batches[i], why)
+            self.died(self.batches[i], why)
         else:  # the lane died before it began this batch: another takes it
-            handed_again.add(i)
-            left.append(i)
-        if left and not alone:
-            open_lane()
-
-    for _ in range(len(left) if alone else min(max(1, workers), len(left))):
-        open_lane()
-    try:
-        run_forked(lanes, work, max(1, workers), lambda lane: None, answered, ticked, idle)
-    finally:
-        for reader, writer in pipes:
-            reader.close()
-            writer.close()
+            self.handed_again.add(i)
+            self.left.append(i)
+        if self.left and not self.alone:
+            self.open()
 
 
 def _train(points: list[Point], keep: Keep, encode: bool) -> Crossing:
