@@ -61,7 +61,7 @@ def _round(batches: list[list[Point]], on_result: OnResult, died: Died, keep: Ke
     handed out again, once). ``alone``: a process for each batch, ``workers`` at a time."""
     lanes = _Lanes(batches, on_result, died, keep, encode, alone)
     for _ in range(len(batches) if alone else min(max(1, workers), len(batches))):
-        lanes.open()
+        lanes.add_lane()
     try:
         run_forked(lanes.items, lanes.work, max(1, workers), lambda lane: None, lanes.answered, lanes.ticked, idle)
     finally:
@@ -85,7 +85,7 @@ class _Lanes:
         self.begun: set[int] = set()  # lanes that began the batch they hold
         self.handed_again: set[int] = set()
 
-    def open(self) -> None:
+    def add_lane(self) -> None:
         """A new lane (forked by run_forked), with the next batch."""
         lane = len(self.items)
         self.held[lane] = self.left.pop()
@@ -132,7 +132,7 @@ class _Lanes:
             self.handed_again.add(i)
             self.left.append(i)
         if self.left and not self.alone:
-            self.open()
+            self.add_lane()
 
 
 def _train(points: list[Point], keep: Keep, encode: bool) -> Crossing:
