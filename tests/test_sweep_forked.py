@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -54,15 +55,21 @@ def test_a_batch_whose_process_dies_is_trained_again_point_by_point(tmp_path):
 
 
 def _lanes_run(batches: list, workers: int, die_at: tuple | None = None, marker: Path | None = None,
-               ) -> tuple[list, list[list]]:
+               after_answer: Callable[[], None] | None = None) -> tuple[list, list[list]]:
     """``run_forked_batches`` of ``batches``: (the stored (point, result) pairs, each ``run_forked`` call's items as
     they ended: the processes it forked). ``die_at``: a lane ends itself (exit code 137) as it sends this tick
     (``("began", i)``: before the driver hears of it; ``("trained", i)``: as it sends batch i's results, i.e.
-    after it began batch i) while ``marker`` does not exist, which it creates: once."""
+    after it began batch i) while ``marker`` does not exist, which it creates: once. ``after_answer()``: in the
+    driver, after each process's end is handled."""
     stored: list = []
     calls: list[list] = []
 
-    def forked(items, work, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202 - wraps run_forked
+    def forked(items, work, jobs, started, answered, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        def then(*answer):  # noqa: ANN002, ANN202
+            answered(*answer)
+            if after_answer is not None:
+                after_answer()
+
         def fated(item, tick):  # noqa: ANN001, ANN202 - in the lane
             def tick_or_die(payload):  # noqa: ANN001, ANN202
                 if die_at is not None and tuple(payload[:2]) == die_at and not marker.exists():
@@ -74,7 +81,7 @@ def _lanes_run(batches: list, workers: int, die_at: tuple | None = None, marker:
             return work(item, tick_or_die)
 
         calls.append(items)
-        return run_forked(items, fated, *args, **kwargs)
+        return run_forked(items, fated, jobs, started, then, *args, **kwargs)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(forked_batches, "run_forked", forked)
@@ -172,18 +179,8 @@ def test_lanes_replaced_many_times_hold_no_more_descriptors(tmp_path):
     stopped with "Too many open files")."""
     points = load_sweep(fated_spec(tmp_path / "k.yaml", ["exit"] * 20)).points
     counts: list[int] = []
-
-    def forked(items, work, jobs, started, answered, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
-        def counted(*a):  # noqa: ANN002, ANN202
-            answered(*a)
-            counts.append(len(os.listdir("/proc/self/fd")))
-        return run_forked(items, work, jobs, started, counted, *args, **kwargs)
-
-    stored: list = []
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(forked_batches, "run_forked", forked)
-        run_forked_batches([[p] for p in points], lambda pairs, encoded=None: stored.extend(pairs),
-                           execute._failed_result, Keep(), workers=2)
+    stored, _ = _lanes_run([[p] for p in points], 2, after_answer=lambda: counts.append(len(os.listdir(
+        "/proc/self/fd"))))
     assert {r["summary"]["status"] for _, r in stored} == {"failed"} and len(stored) == 20
     assert len(counts) == 40 and max(counts[:20]) - min(counts[:20]) <= 10  # 20 lanes (2 more each before), then alone
 
@@ -238,3 +235,4 @@ def test_ctrl_c_right_after_a_lane_is_forked_ends_that_lane_too():
     script = CTRL_C_AT_A_FORK % (SPEC,)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=100)
     assert "interrupted; children left: 0" in out.stdout, out.stdout + out.stderr
+
