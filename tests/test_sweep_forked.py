@@ -6,11 +6,14 @@ copy)."""
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import multiprocessing.connection
 import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -236,3 +239,39 @@ def test_ctrl_c_right_after_a_lane_is_forked_ends_that_lane_too():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=100)
     assert "interrupted; children left: 0" in out.stdout, out.stdout + out.stderr
 
+
+def _pipe_reading_ends(tick=None) -> set[str]:  # noqa: ANN001, ARG001 - also run_forked's work signature
+    """The pipes ("pipe:[inode]") whose reading end this process holds (/proc/self/fdinfo: read-only descriptors)."""
+    ends = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            flags = int(Path(f"/proc/self/fdinfo/{fd}").read_text().split("flags:")[1].split()[0], 8)
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith("pipe:") and flags & os.O_ACCMODE == os.O_RDONLY:
+                ends.add(target)
+    return ends
+
+
+@pytest.mark.skipif(not Path("/proc/self/fdinfo").is_dir(), reason="reads descriptors' flags in /proc")
+def test_a_forked_child_holds_no_reading_end_of_the_result_pipes():
+    """Each child closes its copies of the result pipes' reading ends, its own and those of the children forked
+    before it: once the parent is gone, a child's write then fails instead of waiting forever on a pipe that only
+    its siblings still read (where no parent-death signal ends it)."""
+    result_pipes: list[str] = []
+    make_pipe = multiprocessing.connection.Pipe
+
+    def recorded_pipe(duplex=True):  # noqa: ANN001, ANN202 - what run_forked's context calls
+        reader, writer = make_pipe(duplex)
+        result_pipes.append(os.readlink(f"/proc/self/fd/{reader.fileno()}"))
+        return reader, writer
+
+    def work(item, tick):  # noqa: ANN001, ANN202
+        time.sleep(0.3 * (2 - item))  # the first children still run when the last is forked
+        return _pipe_reading_ends()
+
+    answers: dict[int, set[str]] = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(multiprocessing.connection, "Pipe", recorded_pipe)
+        run_forked([0, 1, 2], work, 3, lambda pos: None, lambda pos, out, s: answers.update({pos: out}))
+    assert len(result_pipes) == 3 and len(answers) == 3
+    assert all(not (held & set(result_pipes)) for held in answers.values()), (answers, result_pipes)

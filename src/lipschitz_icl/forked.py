@@ -84,7 +84,10 @@ def run_forked(items: Sequence[T], work: Callable[[T, Callable[[Any], None]], An
             while waiting and len(running) < jobs:
                 pos = waiting.pop(0)
                 reader, writer = fork.Pipe(duplex=False)
-                process = fork.Process(target=_child, args=(work, items[pos], writer))  # not daemonic: may fork its own
+                # the child closes its copies of the reading ends (its own and its siblings'): with the parent gone, a
+                # write to a full pipe then fails (EPIPE) instead of waiting forever where no PR_SET_PDEATHSIG ends it
+                readers = [*running, reader]
+                process = fork.Process(target=_child, args=(work, items[pos], writer, readers))  # not daemonic
                 started(pos)
                 with _signals_held():  # a SIGTERM to the process group must not reach the child's copy of our handlers
                     process.start()
@@ -162,7 +165,9 @@ def not_inherited(fd: int) -> Iterator[None]:
         _NOT_INHERITED.discard(fd)
 
 
-def _child(work: Callable[[Any, Callable[[Any], None]], Any], item: Any, writer: Any) -> None:
+def _child(work: Callable[[Any, Callable[[Any], None]], Any], item: Any, writer: Any, readers: list[Any]) -> None:
+    for reader in readers:
+        reader.close()
     for fd in list(_NOT_INHERITED):
         with contextlib.suppress(OSError):
             os.close(fd)
