@@ -167,3 +167,31 @@ def test_fused_without_numba_is_refused_with_one_line(monkeypatch):
     with pytest.raises(ConfigError, match="engine.fused") as err:
         li.load_config(None, ["engine.fused=true"])
     assert "numba" in str(err.value) and "\n" not in str(err.value)
+
+
+def _fused_outputs(batch: KernelBatch, sigma: np.ndarray, diag: bool) -> tuple[np.ndarray, ...]:
+    """fused_step of ``batch`` with Sigma ``sigma`` and the flag ``diag``: (summary, attn, grad, tests)."""
+    from lipschitz_icl.engines.kernel_fused import fused_step
+
+    R, K, B = batch.counts.shape
+    T = torch.stack(list(batch.tests.values()), 1).contiguous().numpy()
+    out = (np.empty((R, 2 + K)), np.empty((R, K, K)), np.empty((R, K, K)), np.empty((R, T.shape[1])))
+    inv_c = batch.counts.numpy() if batch.inv_c is None else batch.inv_c.numpy()
+    assert fused_step(batch.M.numpy(), batch.counts.numpy(), inv_c, sigma, diag, batch.p.numpy(),
+                      batch.tau2.numpy(), T, *out)
+    return out
+
+
+@needs_numba
+def test_a_diagonal_sigma_takes_the_closed_form_and_agrees_with_the_general_query():
+    batch = _batch(BATCHES["label noise"])
+    batch.M = batch.M + torch.randn(batch.M.shape, generator=torch.Generator().manual_seed(3), dtype=batch.M.dtype)
+    sigma = batch.sigma.numpy().copy()
+    assert batch.diag is not None
+    closed, general = _fused_outputs(batch, sigma, True), _fused_outputs(batch, sigma, False)
+    for a, b in zip(closed, general, strict=True):
+        assert np.max(np.abs(a - b)) <= RTOL * np.max(np.abs(b))
+    K = sigma.shape[-1]
+    dense = sigma + 0.25 * (1 - np.eye(K))  # the closed form reads only the diagonal, the general query all
+    assert all(np.array_equal(a, b) for a, b in zip(_fused_outputs(batch, dense, True), closed, strict=True))
+    assert not np.array_equal(_fused_outputs(batch, dense, False)[0], general[0])

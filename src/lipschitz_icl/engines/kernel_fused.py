@@ -26,11 +26,16 @@ import numba
 import numpy as np
 import torch
 
+from .kernel_fused_diag import count_squares, query_diag
 from .kernel_grad import KernelOut, kernel_loss_grad
 
 if TYPE_CHECKING:
     from .kernel_batch import KernelBatch
 
+# numba finds a cached function stale by its own file only, and the cache holds the code of the compiled functions it
+# calls from other files: their digests here make this file change whenever they do, so that a git pull or an
+# edited checkout never loads a stale copy of them (tests/test_numba_cache.py keeps this current)
+CALLEE_SOURCES = {"engines/kernel_fused_diag.py": "8cd3ca6894f134fb"}
 # cache: compiled once per machine (a few seconds), then loaded; reassoc: sums over b may be vectorised;
 # error_model numpy: x / 0 = inf as in torch (an underflowed attention is then found by its loss)
 _JIT = {"cache": True, "fastmath": {"reassoc"}, "boundscheck": False, "error_model": "numpy"}
@@ -53,9 +58,9 @@ def _softmax_rows(M: np.ndarray, P: np.ndarray) -> None:
 
 
 @numba.njit(**_JIT)
-def _attention_and_g(k, Pk, c, S, diag, a, g, e, iz):
+def _attention_and_g(k, Pk, c, S, a, g, e, iz):
     """Query k: a_n = c_n P_kn / Z (K, B), e = 1 - a_kk = sum_{n != k} c_n P_kn / Z (no cancellation)
-    and g = Sigma err with err = a - e_k, err_k = -e."""
+    and g = Sigma err with err = a - e_k, err_k = -e (Sigma dense)."""
     K, B = c.shape
     for b in range(B):
         e[b] = 0.0
@@ -69,16 +74,7 @@ def _attention_and_g(k, Pk, c, S, diag, a, g, e, iz):
     for n in range(K):
         for b in range(B):
             a[n, b] = c[n, b] * Pk[n] * iz[b]
-        if diag:
-            sn = S[n, n]
-            if n != k:
-                for b in range(B):
-                    g[n, b] = sn * a[n, b]
-            else:
-                for b in range(B):
-                    g[n, b] = -sn * e[b]
-    if not diag:
-        _dense_err(k, a, e, S, g)
+    _dense_err(k, a, e, S, g)
 
 
 @numba.njit(**_JIT)
@@ -120,12 +116,12 @@ def _test_errors(k, a, e, T, t2, inv_c, gt, tq, out):
 
 
 @numba.njit(**_JIT)
-def _query(k, Pk, c, inv_c, S, diag, t2, a, g, tmp, attn_row, grad_row, w):
+def _query(k, Pk, c, inv_c, S, t2, a, g, tmp, attn_row, grad_row, w):
     """Query k of one run: Attn_{k->n} and dL/dM_kn (times w = p_k / B) into the rows; returns
     mean_b [err^T Sigma err + tau^2 sum_n a_n^2 / c_n]. a, g (K, B) and tmp (4, B): scratch."""
     K, B = c.shape
     e, iz, quad, ag = tmp[0], tmp[1], tmp[2], tmp[3]
-    _attention_and_g(k, Pk, c, S, diag, a, g, e, iz)
+    _attention_and_g(k, Pk, c, S, a, g, e, iz)
     for b in range(B):
         quad[b] = 0.0
         ag[b] = 0.0
@@ -169,9 +165,11 @@ def fused_step(
     nT = T.shape[1]
     P = np.empty_like(M[0])
     a = np.empty_like(c[0])
-    g = np.empty_like(c[0])
+    g = np.empty_like(c[0])  # the general query's Sigma err; with a diagonal Sigma: c^2 (count_squares)
+    cn = np.empty_like(c[0])  # with a diagonal Sigma and label noise: c^2 / max(c, 1)
     gt = np.empty_like(c[0])
     tmp = np.empty((4, B), c.dtype)
+    s = np.empty(K, c.dtype)
     tk = np.empty(nT, c.dtype)
     finite = True
     for r in range(R):
@@ -179,8 +177,16 @@ def fused_step(
         total = 0.0
         for t in range(nT):
             tests[r, t] = 0.0
+        if diag:
+            for n in range(K):
+                s[n] = S[r, n, n]
+            count_squares(c[r], inv_c[r], tau2[r], g, cn)
         for k in range(K):
-            q = _query(k, P[k], c[r], inv_c[r], S[r], diag, tau2[r], a, g, tmp, attn[r, k], grad[r, k], p[r, k] / B)
+            w = p[r, k] / B
+            if diag:
+                q = query_diag(k, P[k], c[r], g, cn, s, tau2[r], nT > 0, a, tmp, attn[r, k], grad[r, k], w)
+            else:
+                q = _query(k, P[k], c[r], inv_c[r], S[r], tau2[r], a, g, tmp, attn[r, k], grad[r, k], w)
             total += p[r, k] * q
             if nT > 0:  # a and e = tmp[0] are still query k's
                 _test_errors(k, a, tmp[0], T[r], tau2[r], inv_c[r], gt, tmp[2], tk)
