@@ -4,6 +4,8 @@ report, and gives the unfused numbers within 1e-12 relative."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 
 import fake_experiments
@@ -48,7 +50,7 @@ def test_the_manifest_tells_fused_from_unfused_outputs():
 
 
 def test_fused_without_numba_is_one_line_and_exit_2(tmp_path, monkeypatch):
-    monkeypatch.setattr(reproduce_module.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     result = cli.invoke(app, ["reproduce", "B4", "--quick", "--fused", "--out", str(tmp_path / "o")])
     assert result.exit_code == 2
     assert "needs numba" in result.output and "--no-fused" in result.output and "Traceback" not in result.output
@@ -56,14 +58,14 @@ def test_fused_without_numba_is_one_line_and_exit_2(tmp_path, monkeypatch):
 
 
 def test_a_numba_that_fails_to_import_is_named_and_the_default_falls_back(tmp_path, monkeypatch):
-    real = reproduce_module.importlib.import_module
+    real = importlib.import_module
 
     def broken(name, *args):
         if name == "numba":
             raise KeyError(0)  # as a half-installed numba does
         return real(name, *args)
 
-    monkeypatch.setattr(reproduce_module.importlib, "import_module", broken)
+    monkeypatch.setattr(importlib, "import_module", broken)
     assert not reproduce_module.fused_available() and reproduce_module.resolve_fused(None) is False
     result = cli.invoke(app, ["reproduce", "B4", "--quick", "--fused", "--out", str(tmp_path / "o")])
     assert result.exit_code == 2 and "cannot be imported (KeyError: 0)" in result.output

@@ -203,7 +203,7 @@ def test_a_batch_file_swapped_or_copied_over_another_is_refused(six_runs, tmp_pa
     a.write_bytes(b.read_bytes())
     if how == "swapped":
         b.write_bytes(old_a)
-    _refused(out, f"{a.name}: not the results file the index recorded")
+    _refused(out, f"({a.name}|{b.name}): not the results file the index recorded")  # swapped: either is met first
 
 
 def test_deleted_params_or_a_params_path_that_is_a_folder_is_refused(six_runs, tmp_path):

@@ -9,7 +9,6 @@ raises ``ExperimentsInterrupted``."""
 from __future__ import annotations
 
 import datetime as _dt
-import importlib
 import json
 import os
 import shutil
@@ -24,7 +23,7 @@ from .experiments.claims import STATEMENTS, ClaimResult
 from .experiments.registry import Experiment, paper_claims, paper_ids, papers
 from .experiments.runner import FINISHED_STATUSES, Context, ProgressHook
 from .interrupts import deferred_signals
-from .numba_support import NUMBA_MISSING, numba_installed
+from .numba_support import fused_available, resolve_fused
 from .papers import load_plugins
 from .report import Comparison, software_meta, write_report
 from .store import atomic_write_json
@@ -114,32 +113,6 @@ def listing_markdown() -> str:
     for name, exps in data["suites"].items():
         parts.append(f"| {name} | " + "; ".join(f"`{e['experiment']}` ({', '.join(e['claims'])})" for e in exps) + " |")
     return "\n".join(parts) + "\n"
-
-
-def numba_problem() -> str | None:
-    """Why the compiled kernel step cannot run here (numba missing, or installed but failing to import),
-    or None when it can."""
-    if not numba_installed():
-        return NUMBA_MISSING
-    try:
-        importlib.import_module("numba")
-    except Exception as e:  # noqa: BLE001 - a broken install is reported, never a crash
-        return f"numba is installed but cannot be imported ({type(e).__name__}: {e})"
-    return None
-
-
-def fused_available() -> bool:
-    """Whether the compiled kernel step can run here (numba installed and importable): reproduce's default."""
-    return numba_problem() is None
-
-
-def resolve_fused(asked: bool | None, option: str = "fused", instead: str = "fused=False") -> bool:
-    """The kernel step to use: ``asked``, or by default whether numba can be imported; asking for the
-    fused step without a working numba raises UserInputError naming ``option`` and what to pass ``instead``."""
-    problem = numba_problem()
-    if asked and problem is not None:
-        raise UserInputError(f"{option}: {problem}; allowed: {instead}")
-    return problem is None if asked is None else asked
 
 
 def check_seed(seed: int, option: str = "seed") -> int:

@@ -23,6 +23,7 @@ from ..sweep import ClusterPlan, Sweep, is_running, load_index, load_sweep, run_
 from ..sweep.dask_backend import SchedulerLost
 from ..sweep.execute import warm_workers
 from ..sweep.jobqueue import DEFAULT_WALLTIME, MEMORY_PER_WORKER_GB, checked_plan
+from ..sweep.kernel_step import with_dir_step
 from .common import err, fail, one_line, out, progress_bar, sigterm_as_interrupt, user_errors
 
 
@@ -101,6 +102,10 @@ def run_command(
                                       "spec's curves:, else summary."),
     dry_run: bool = typer.Option(False, "--dry-run", help="With --cluster slurm / pbs: print the job script and how "
                                  "many jobs would be submitted, then exit; nothing is submitted, trained or written."),
+    fused: bool = typer.Option(None, "--fused/--no-fused", help="The kernel step of the points that allow it (kernel "
+                               "engine, gd or sgd in S space, CPU): compiled (engine.fused: true; numba) or torch. "
+                               "Default: the spec's fused:, else the step the sweep directory was made with, else "
+                               "compiled where numba can be imported. It enters each point's config hash."),
 ) -> None:
     """Run every point of SPEC that has no finished row in the sweep directory's index.
 
@@ -118,8 +123,9 @@ def run_command(
         plan = checked_plan(cluster.value, cluster_options, jobs, workers, scheduler)
         if dry_run and plan is None:
             raise UserInputError("--dry-run: only with --cluster slurm or pbs (it prints their job script)")
-        sweep = load_sweep(spec, on_count=warm_workers(workers, scheduler, plan))
+        sweep = load_sweep(spec, on_count=warm_workers(workers, scheduler, plan), fused=fused)
         target = out_dir if out_dir is not None else Path("sweeps") / sweep.name
+        sweep = with_dir_step(sweep, target)
         if plan is not None and dry_run:
             _dry_run(plan, sweep, target)
             return

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
 from .. import NUMERICS_REVISION
 from ..config import Config
@@ -29,13 +28,13 @@ from .dask_backend import close_client, open_local_cluster, run_on_dask, warm_fo
 from .forked_batches import run_forked_batches
 from .index import FINISHED, INDEX_FILE, RUNS_DIR, Index, load_index
 from .jobqueue import ClusterPlan, checked_plan, connect
+from .kernel_step import SPEC_FILE, resolve_step, stored_spec, with_dir_step
 from .local import flush_every, run_in_process
 from .results import RESULTS_DIR, check_curves, remove_unnamed
 from .spec import Point, Sweep, batch_group, load_sweep
 from .storing import BatchStore, ProgressFn
 from .worker import Keep, failed_summary
 
-SPEC_FILE = "sweep.yaml"
 NUMERICS_FILE = "numerics.txt"  # the NUMERICS_REVISION the sweep's finished rows were computed under
 LOCK_FILE = ".lock"
 DEFAULT_BATCH = None  # runs per batch (``--batch``); None: sized by memory (``auto_batch``)
@@ -144,11 +143,8 @@ def _select(points: Sequence[Point], statuses: dict[str, str], retry_failed: boo
 
 
 def _spec_name(sweep_dir: Path) -> str | None:
-    try:
-        data = yaml.safe_load((sweep_dir / SPEC_FILE).read_text())
-    except (OSError, yaml.YAMLError, UnicodeDecodeError):
-        return None
-    return data.get("name") if isinstance(data, dict) else None
+    data = stored_spec(sweep_dir)
+    return None if data is None else data.get("name")
 
 
 def check_sweep_dir(sweep_dir: Path, name: str | None, force: bool) -> None:
@@ -312,6 +308,7 @@ def run_sweep(
     cluster_options: dict[str, Any] | None = None,
     jobs: int | None = None,
     curves: str | None = None,
+    fused: bool | None = None,
 ) -> pd.DataFrame:
     """Run a sweep spec (a YAML path, a mapping, or a loaded ``Sweep``) into ``out`` (default
     ``sweeps/<name>``) and return its rows of the index, in spec order.
@@ -327,12 +324,18 @@ def run_sweep(
     1) submitted through dask-jobqueue, ``cluster_options`` its keywords (``cores``, ``memory``, ``queue``, ...;
     see docs/SWEEPS.md), or a ``ClusterPlan`` from ``plan_cluster`` (``.job_script()``: what would be submitted).
     ``curves``: what is stored of each run's curves, ``"summary"`` or ``"full"`` (``results.CURVES``; default: the
-    spec's ``curves:``, itself "summary" by default)."""
+    spec's ``curves:``, itself "summary" by default).
+    ``fused``: the kernel step of the points that allow it, compiled (numba) or torch (default: the spec's
+    ``fused:``; else the step ``out`` was made with; else compiled where numba can be imported; ``kernel_step``)."""
     plan = checked_plan(cluster, cluster_options, jobs, workers, scheduler)
     if curves is not None:
         check_curves(curves, "--curves")
-    sweep = spec if isinstance(spec, Sweep) else load_sweep(spec, on_count=warm_workers(workers, scheduler, plan))
+    if isinstance(spec, Sweep):
+        sweep = spec if fused is None else spec.with_step(resolve_step(fused, None)[0])
+    else:
+        sweep = load_sweep(spec, on_count=warm_workers(workers, scheduler, plan), fused=fused)
     out = Path(out) if out is not None else Path("sweeps") / sweep.name
+    sweep = with_dir_step(sweep, out)
     return execute_points(sweep.points, out, workers, scheduler, retry_failed, force, progress,
                           spec_yaml=sweep.resolved_yaml(), name=sweep.name,
                           keep=Keep(sweep.spec.params, curves or sweep.spec.curves),

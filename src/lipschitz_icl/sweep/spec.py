@@ -13,6 +13,8 @@
     params: true                       # write each run's params.pt (default)
     curves: summary                    # per run: every scalar and Attn_k at every record, the K x K blocks at the
                                        # first and last (default); full: every recorded row
+    fused: true                        # the compiled kernel step where a point allows it (default: where numba
+                                       # can be imported); false: the torch step (see kernel_step)
 
 Range strings are read by a small regular-expression parser (never ``eval``):
 ``linspace(a, b, n)`` is n evenly spaced values from a to b; ``logspace(a, b, n)`` is 10**x for
@@ -47,6 +49,7 @@ from ..config import (
 from ..config_io import copied_along
 from ..engines import batchable
 from ..errors import ConfigError, UserInputError
+from .kernel_step import resolve_step, with_kernel_step
 from .point_text import run_name, yaml_value
 
 MAX_POINTS = 100_000  # refuse specs that expand to more runs than this (counted before expanding)
@@ -111,6 +114,9 @@ class SweepSpec(BaseModel):
     curves: Literal["summary", "full"] = Field(
         "summary", description="what is stored of each run's curves: summary (every scalar and Attn_k at every "
         "record; A, B and attn_cross at the first and last record) or full (every recorded row)")
+    fused: bool | None = Field(
+        None, description="the kernel step of the points that allow it: true, compiled (engine.fused, numba); "
+        "false, torch; default: compiled where numba can be imported (a point that sets engine.fused keeps it)")
 
     @field_validator("name")
     @classmethod
@@ -196,13 +202,22 @@ class Sweep:
     spec: SweepSpec
     base: dict[str, Any]  # the base config as a mapping (file read, overrides applied)
     points: list[Point] = field(default_factory=list)
+    fused: bool = False  # the points that allow it take the compiled kernel step (kernel_step)
+    step_chosen: bool = False  # by the caller or the spec, not by default
 
     def resolved_yaml(self) -> str:
-        """The spec with its base inlined: a self-contained copy for the sweep directory."""
+        """The spec with its base inlined and its kernel step resolved: a self-contained copy for the sweep
+        directory."""
         data = self.spec.model_dump(mode="json", exclude_none=True)
-        data.update(name=self.name, base=self.base)
+        data.update(name=self.name, base=self.base, fused=self.fused)
         data.pop("overrides", None)
         return yaml.safe_dump(data, sort_keys=False)
+
+    def with_step(self, fused: bool) -> Sweep:
+        """The same sweep with the compiled kernel step or not, as chosen (its points expanded again if the step
+        differs)."""
+        points = self.points if fused == self.fused else expand(self.spec, self.base, fused=fused)
+        return Sweep(self.name, self.spec, self.base, points, fused, True)
 
 
 def _spec_error(err: ValidationError) -> ConfigError:
@@ -261,14 +276,16 @@ def _axis_group(spec: SweepSpec, key: str) -> str:
 
 
 def _point_config(spec: SweepSpec, base: dict[str, Any], axes: dict[str, Any],
-                  feature_files: FeatureFiles | None = None) -> Config:
-    """The validated config of one point; an error names the axis (``grid.task.L``) or base field.
-    ``feature_files``: the sweep's feature files, read once (a point rebuilt later gets the same numbers)."""
+                  feature_files: FeatureFiles | None = None, fused: bool = False) -> Config:
+    """The validated config of one point, with the sweep's kernel step (``fused``: ``kernel_step``); an error names
+    the axis (``grid.task.L``) or base field. ``feature_files``: the sweep's feature files, read once (a point
+    rebuilt later gets the same numbers)."""
     overrides = [f"{k}={yaml_value(f'{_axis_group(spec, k)}.{k}', v)}" for k, v in axes.items()]
     try:
         # the base passed check_shape when the spec was read (validate_config), each value when parsed
-        return validate_config(apply_overrides(copied_along(base, overrides), overrides), feature_files,
-                               shape_checked=True)
+        cfg = validate_config(apply_overrides(copied_along(base, overrides), overrides), feature_files,
+                              shape_checked=True)
+        return with_kernel_step(cfg, base, axes, fused)
     except UserInputError as e:
         key = getattr(e, "field", None)
         where = f"{_axis_group(spec, key)}.{key}" if key in axes else f"base.{key}" if key else "spec"
@@ -293,32 +310,34 @@ def iter_axes(spec: SweepSpec, base: dict[str, Any], feature_files: FeatureFiles
 
 
 def expand(spec: SweepSpec, base: dict[str, Any], feature_files: FeatureFiles | None = None,
-           on_count: CountFn | None = None) -> list[Point]:
-    """Every point of the spec, each validated, in order. Points with the same config hash are kept once. Only
-    small records are kept (see ``Point``). Feature files are read once, into ``feature_files``, and every point
-    (rebuilt later too) gets the numbers read then. ``on_count``: told the number of points first."""
+           on_count: CountFn | None = None, fused: bool = False) -> list[Point]:
+    """Every point of the spec, each validated, in order, with the kernel step ``fused`` (``kernel_step``). Points
+    with the same config hash are kept once. Only small records are kept (see ``Point``). Feature files are read
+    once, into ``feature_files``, and every point (rebuilt later too) gets the numbers read then. ``on_count``: told
+    the number of points first."""
     files: FeatureFiles = {} if feature_files is None else feature_files
     points: list[Point] = []
     hashes: set[str] = set()
     groups: dict[tuple, tuple] = {}
     for axes in iter_axes(spec, base, files, on_count):
-        cfg = _point_config(spec, base, axes, files)
+        cfg = _point_config(spec, base, axes, files, fused)
         h = cfg.config_hash()
         if h in hashes:
             continue
         hashes.add(h)
         key, keep = batch_group(cfg), len(points) < HELD_CONFIGS
-        make = (lambda c=cfg: c) if keep else functools.partial(_point_config, spec, base, axes, files)
+        make = (lambda c=cfg: c) if keep else functools.partial(_point_config, spec, base, axes, files, fused)
         group = groups.setdefault(key, key)  # one tuple per group, shared by its points
         points.append(Point(len(points), axes, h, run_name(axes, cfg, h), cfg.seed, make, group))
     return points
 
 
-def load_sweep(spec: str | Path | dict[str, Any], name: str | None = None, on_count: CountFn | None = None
-               ) -> Sweep:
+def load_sweep(spec: str | Path | dict[str, Any], name: str | None = None, on_count: CountFn | None = None,
+               fused: bool | None = None) -> Sweep:
     """Read and validate a spec (a YAML path or a mapping) and expand its points (``on_count``: told their
-    number first, so that a caller can get workers ready meanwhile). Errors are ``UserInputError`` with one
-    line: the spec file, the field, what is wrong."""
+    number first, so that a caller can get workers ready meanwhile) with the kernel step ``fused`` (default: the
+    spec's ``fused:``, else the compiled step where numba can be imported; ``kernel_step``). Errors are
+    ``UserInputError`` with one line: the spec file, the field, what is wrong."""
     where = ""
     root = Path.cwd()
     if isinstance(spec, str | Path):
@@ -359,7 +378,8 @@ def load_sweep(spec: str | Path | dict[str, Any], name: str | None = None, on_co
         if not re.fullmatch(NAME_PATTERN, sweep_name):  # e.g. '..' from a spec file named '...yaml'
             raise ConfigError("name", f"{sweep_name!r} (the spec file's name) is not a usable sweep name: give "
                                       "name: in the spec (letters, digits, '.', '_', '-'; max 128)")
-        points = expand(parsed, base, feature_files, on_count)
+        step, chosen = resolve_step(fused, parsed.fused)
+        points = expand(parsed, base, feature_files, on_count, step)
     except UserInputError as e:
         raise UserInputError(f"{where}{e}") from None
-    return Sweep(sweep_name, parsed, base, points)
+    return Sweep(sweep_name, parsed, base, points, step, chosen)
