@@ -9,7 +9,8 @@ allocated once per batch shape. The arithmetic is that of the unfused step (the 
 1 - a_kk computed without cancellation), but the exponentials, the order of the sums over b (the
 compiler may reassociate them, ``fastmath={"reassoc"}``) and the Sigma products are not the same
 operations: results agree with the unfused step to ~1e-15 relative, not bit for bit. Every run's
-numbers depend on its own slices only, so a run gets the same bits alone and in any batch.
+numbers depend on its own slices only, so a run gets the same bits alone and in any batch. A diagonal Sigma
+takes ``kernel_diag``'s closed form instead of forming Sigma err (``kernel_fused_diag``).
 
 At log steps the same call also evaluates the test errors (the loss under the Sigma of unseen
 functions, dense K x K) at the same attention. What stays outside: the preconditioning
