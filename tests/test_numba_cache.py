@@ -6,6 +6,7 @@ changes the caller's file too (the test fails until its digest is updated), and 
 import ast
 import hashlib
 import importlib
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 import lipschitz_icl
 
 ROOT = Path(lipschitz_icl.__file__).parent
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("numba") is None, reason="numba is not installed")
 
 
 def _digest(rel: str) -> str:

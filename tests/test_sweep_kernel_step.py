@@ -35,11 +35,30 @@ def test_by_default_the_points_that_allow_it_take_the_compiled_step_and_the_spec
 
 
 @needs_numba
-def test_a_point_that_sets_engine_fused_keeps_it():
+def test_a_point_whose_spec_sets_engine_fused_keeps_it_and_a_base_value_yields():
     own = load_sweep({**MIXED, "overrides": ["engine.fused=false"], "zip": {"task.L": [1, 2]}})
     assert _fused(own) == [False, False]
     axis = load_sweep({"name": "a", "base": TINY, "grid": {"engine.fused": [False, True]}})
     assert _fused(axis) == [False, True]
+    printed = {**TINY, "engine": {**TINY["engine"], "fused": False}}  # as run --print-config writes every field
+    assert _fused(load_sweep({"name": "p", "base": printed, "grid": {"task.L": [1, 2]}})) == [True, True]
+
+
+@needs_numba
+def test_workers_elsewhere_default_to_the_torch_step():
+    remote = load_sweep(MIXED, local=False)
+    assert not remote.fused and not remote.step_chosen and _fused(remote) == [False, False]
+    assert _fused(load_sweep(MIXED, local=False, fused=True)) == [True, False]
+
+
+def test_a_step_that_is_not_a_boolean_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({**MIXED, "fused": 1}))
+    result = CliRunner().invoke(app, ["sweep", str(path), "--workers", "1", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "fused" in result.output and "\n" not in result.output.strip()
+    with pytest.raises(UserInputError, match="fused: 1 is not allowed"):
+        run_sweep(MIXED, tmp_path / "o", workers=1, fused=1)
+    assert not (tmp_path / "o").exists()
 
 
 @needs_numba
@@ -80,3 +99,28 @@ def test_a_directory_made_with_the_compiled_step_is_refused_in_one_line_where_nu
     assert "\n" not in str(err.value)
     torch_step = run_sweep(spec, tmp_path, workers=1, fused=False)
     assert set(torch_step["config_hash"]).isdisjoint(made["config_hash"]) and len(torch_step) == 2
+
+
+def test_a_directory_none_of_whose_points_took_the_compiled_step_is_not_refused_without_numba(tmp_path, monkeypatch):
+    adam = {"name": "m", "base": {**TINY, "train": {**TINY["train"], "optimizer": "adam"}}, "grid": {"task.L": [1, 2]},
+            "fused": True}
+    made = run_sweep(adam, tmp_path, workers=1) if numba_support.fused_available() else None
+    if made is None:  # no numba here at all: write the directory's spec as a build with numba would have
+        made = run_sweep({**adam, "fused": False}, tmp_path, workers=1)
+        stored = yaml.safe_load((tmp_path / "sweep.yaml").read_text())
+        (tmp_path / "sweep.yaml").write_text(yaml.safe_dump({**stored, "fused": True}))
+    monkeypatch.setattr(numba_support, "numba_installed", lambda: False)
+    spec = {k: v for k, v in adam.items() if k != "fused"}
+    again = run_sweep(spec, tmp_path, workers=1)  # adam: no point took the compiled step, nothing to train
+    assert list(again["config_hash"]) == list(made["config_hash"])
+    assert list(again["finished_at"]) == list(made["finished_at"])
+
+
+@needs_numba
+def test_the_step_of_another_sweeps_folder_is_not_adopted(tmp_path):
+    run_sweep({"name": "other", "base": TINY, "grid": {"task.L": [1]}, "fused": False}, tmp_path, workers=1)
+    mine = {"name": "mine", "base": TINY, "grid": {"task.L": [1]}}
+    with pytest.raises(UserInputError, match="not a sweep named"):
+        run_sweep(mine, tmp_path, workers=1)
+    run_sweep(mine, tmp_path, workers=1, force=True)  # written over: this sweep's default, not the folder's step
+    assert yaml.safe_load((tmp_path / "sweep.yaml").read_text())["fused"] is True

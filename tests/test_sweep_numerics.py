@@ -29,3 +29,13 @@ def test_finished_rows_of_another_revision_are_trained_again(tmp_path):
     assert _to_do(tmp_path) == 0 and (tmp_path / NUMERICS_FILE).read_text().strip() == str(NUMERICS_REVISION)
     again = load_index(tmp_path).set_index("config_hash")["final_loss"]
     assert again.sort_index().tolist() == first.sort_index().tolist()  # the same build: the same numbers
+
+
+def test_rows_the_spec_no_longer_has_are_trained_again_when_a_spec_has_them_again(tmp_path):
+    run_sweep(SPEC, tmp_path, workers=1)
+    (tmp_path / NUMERICS_FILE).write_text(f"{NUMERICS_REVISION - 1}\n")  # as an earlier build left it
+    other = {**SPEC, "grid": {"task.L": [3, 5]}}  # L = 1 left out, L = 3 kept
+    run_sweep(other, tmp_path, workers=1)
+    rows = load_index(tmp_path).set_index("task.L")["status"]
+    assert rows[1] == "pending" and rows[3] != "pending" and rows[5] != "pending"  # L = 1: another revision's
+    assert _to_do(tmp_path) == 1  # SPEC again: L = 1 is trained again, not read as this revision's

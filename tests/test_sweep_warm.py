@@ -41,8 +41,8 @@ def test_forked_batches_load_the_compiled_step_once_in_the_driver(monkeypatch, f
         pytest.importorskip("numba")
     asked = []
     monkeypatch.setattr(forked_batches, "warm_fused_step", lambda d: asked.append(set(d)))
-    spec = {"name": "w", "base": {"train": {"steps": 20, "log_every": 10}, "engine": {"draws": 8, "fused": fused}},
-            "grid": {"task.L": [0.5, 2.0]}, "seeds": 2}
+    spec = {"name": "w", "base": {"train": {"steps": 20, "log_every": 10}, "engine": {"draws": 8}},
+            "grid": {"task.L": [0.5, 2.0]}, "seeds": 2, "fused": fused}
     points = load_sweep(spec).points
     stored: list = []
     forked_batches.run_forked_batches([points[:2], points[2:]], lambda pairs, encoded=None: stored.extend(pairs),

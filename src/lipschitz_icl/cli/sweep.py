@@ -105,7 +105,8 @@ def run_command(
     fused: bool = typer.Option(None, "--fused/--no-fused", help="The kernel step of the points that allow it (kernel "
                                "engine, gd or sgd in S space, CPU): compiled (engine.fused: true; numba) or torch. "
                                "Default: the spec's fused:, else the step the sweep directory was made with, else "
-                               "compiled where numba can be imported. It enters each point's config hash."),
+                               "compiled where numba can be imported (torch with --scheduler or --cluster, whose "
+                               "workers may lack numba). It enters each point's config hash."),
 ) -> None:
     """Run every point of SPEC that has no finished row in the sweep directory's index.
 
@@ -123,7 +124,8 @@ def run_command(
         plan = checked_plan(cluster.value, cluster_options, jobs, workers, scheduler)
         if dry_run and plan is None:
             raise UserInputError("--dry-run: only with --cluster slurm or pbs (it prints their job script)")
-        sweep = load_sweep(spec, on_count=warm_workers(workers, scheduler, plan), fused=fused)
+        sweep = load_sweep(spec, on_count=warm_workers(workers, scheduler, plan), fused=fused,
+                           local=scheduler is None and plan is None, option="--fused")
         target = out_dir if out_dir is not None else Path("sweeps") / sweep.name
         sweep = with_dir_step(sweep, target)
         if plan is not None and dry_run:

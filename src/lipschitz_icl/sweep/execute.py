@@ -263,6 +263,9 @@ def _register(sweep_dir: Path, index: Index, points: Sequence[Point], spec_yaml:
     statuses = index.statuses()
     stale = _made_under(sweep_dir) != str(NUMERICS_REVISION) and any(s in FINISHED for s in statuses.values())
     todo = _select(points, statuses, retry_failed, force or stale)  # stale: numbers of another revision, rerun
+    if stale:  # and the finished rows of points this spec does not have: trained again if a spec has them again
+        spec_hashes = {p.config_hash for p in points}
+        index.mark_pending(h for h, s in statuses.items() if s in FINISHED and h not in spec_hashes)
     atomic_write_text(sweep_dir / NUMERICS_FILE, f"{NUMERICS_REVISION}\n")
     return todo
 
@@ -326,14 +329,16 @@ def run_sweep(
     ``curves``: what is stored of each run's curves, ``"summary"`` or ``"full"`` (``results.CURVES``; default: the
     spec's ``curves:``, itself "summary" by default).
     ``fused``: the kernel step of the points that allow it, compiled (numba) or torch (default: the spec's
-    ``fused:``; else the step ``out`` was made with; else compiled where numba can be imported; ``kernel_step``)."""
+    ``fused:``; else the step ``out`` was made with; else compiled where numba can be imported and the runs train on
+    this machine, torch on a scheduler's or cluster's workers; ``kernel_step``)."""
     plan = checked_plan(cluster, cluster_options, jobs, workers, scheduler)
     if curves is not None:
         check_curves(curves, "--curves")
     if isinstance(spec, Sweep):
         sweep = spec if fused is None else spec.with_step(resolve_step(fused, None)[0])
     else:
-        sweep = load_sweep(spec, on_count=warm_workers(workers, scheduler, plan), fused=fused)
+        sweep = load_sweep(spec, on_count=warm_workers(workers, scheduler, plan), fused=fused,
+                           local=scheduler is None and plan is None)
     out = Path(out) if out is not None else Path("sweeps") / sweep.name
     sweep = with_dir_step(sweep, out)
     return execute_points(sweep.points, out, workers, scheduler, retry_failed, force, progress,

@@ -208,6 +208,13 @@ class Index:
             self.db.executemany(f"INSERT INTO {STORED_TABLE} (config_hash, results, config, summary, {DIGEST}) "
                                 "VALUES (?, ?, ?, ?, ?)", stored)
 
+    def mark_pending(self, hashes: Iterable[str]) -> None:
+        """Set these rows ``pending`` (their files stay): rows of another numerics revision, so that a spec that has
+        their points again trains them instead of reading their numbers as this revision's."""
+        with writing(self.path), self.db:
+            self.db.execute("BEGIN IMMEDIATE")
+            self.db.executemany("UPDATE runs SET status='pending' WHERE config_hash=?", [(h,) for h in hashes])
+
     def results_files(self) -> set[str]:
         """The batch files some row names."""
         return {r for (r,) in self.db.execute(f"SELECT DISTINCT results FROM {STORED_TABLE}") if r}

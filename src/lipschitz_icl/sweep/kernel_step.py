@@ -26,20 +26,30 @@ if TYPE_CHECKING:
 SPEC_FILE = "sweep.yaml"  # the spec a sweep directory keeps, its base inlined (Sweep.resolved_yaml)
 
 
-def resolve_step(asked: bool | None, spec_fused: bool | None) -> tuple[bool, bool]:
-    """(the compiled step or not, whether it was chosen): ``asked`` (the caller's), else the spec's ``fused:``,
-    else the compiled step where numba can be imported (not chosen). Choosing it without numba is one line."""
+def resolve_step(asked: bool | None, spec_fused: bool | None, local: bool = True, option: str = "fused"
+                 ) -> tuple[bool, bool]:
+    """(the compiled step or not, whether it was chosen): ``asked`` (the caller's ``option``), else the spec's
+    ``fused:``, else, not chosen, the compiled step where numba can be imported and the runs train on this machine
+    (``local``; a Dask scheduler's or a cluster's workers may lack numba: the torch step). Choosing the compiled
+    step without numba, or anything but true, false or None, is one line."""
+    if asked is not None and not isinstance(asked, bool):
+        raise UserInputError(f"{option}: {asked!r} is not allowed (allowed: True, False or None)")
     if asked is not None:
-        return resolve_fused(asked, "--fused", "--no-fused"), True
+        return resolve_fused(asked, option, "--no-fused" if option.startswith("--") else f"{option}=False"), True
     if spec_fused is not None:
         return resolve_fused(spec_fused, "fused", "fused: false"), True
-    return resolve_fused(None), False
+    return local and resolve_fused(None), False
 
 
-def with_kernel_step(cfg: Config, base: dict[str, Any], axes: dict[str, Any], fused: bool) -> Config:
-    """``cfg`` (a point's validated config, of ``base`` and ``axes``) with ``engine.fused: true`` when the sweep
-    takes the compiled step, the point allows it and sets no ``engine.fused`` of its own."""
-    own = "engine.fused" in axes or "fused" in (base.get("engine") or {})
+def own_step(overrides: list[str], axes: dict[str, Any]) -> bool:
+    """Whether a point's spec sets ``engine.fused`` itself (an override or an axis). A base config's value does
+    not count: one printed by ``run --print-config`` holds every field, ``engine.fused: false`` among them."""
+    return "engine.fused" in axes or any(o.split("=", 1)[0].strip() == "engine.fused" for o in overrides)
+
+
+def with_kernel_step(cfg: Config, own: bool, fused: bool) -> Config:
+    """``cfg`` (a point's validated config) with ``engine.fused: true`` when the sweep takes the compiled step, the
+    point allows it and its spec sets no ``engine.fused`` of its own (``own``)."""
     if fused and not own and not cfg.engine.fused and KernelEngine.fusable(cfg):
         cfg.engine.fused = True
     return cfg
@@ -54,20 +64,23 @@ def stored_spec(sweep_dir: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def made_with(stored: dict[str, Any] | None) -> bool | None:
-    """The step a sweep directory was run with, from the spec it keeps (``fused:``; a spec written before that
-    field: false, the only step sweeps took then), or None when it keeps no readable spec."""
-    return None if stored is None else stored.get("fused") is True
+def made_with(stored: dict[str, Any] | None, name: str) -> bool | None:
+    """The step sweep ``name`` was run with in a directory, from the spec the directory keeps (``fused:``; a spec
+    written before that field: false, the only step sweeps took then), or None when it keeps no readable spec of
+    that sweep (another sweep's folder is refused later, by ``check_sweep_dir``)."""
+    return None if stored is None or stored.get("name") != name else stored.get("fused") is True
 
 
 def with_dir_step(sweep: Sweep, sweep_dir: Path) -> Sweep:
     """``sweep`` with the kernel step ``sweep_dir`` was made with, when neither its caller nor its spec chose one:
-    run again, a sweep directory keeps its points' config hashes and rows."""
-    made = None if sweep.step_chosen else made_with(stored_spec(sweep_dir))
+    run again, a sweep directory keeps its points' config hashes and rows. One made with the compiled step where
+    numba is gone is refused, unless none of its points took that step."""
+    made = None if sweep.step_chosen else made_with(stored_spec(sweep_dir), sweep.name)
     if made is None or made == sweep.fused:
         return sweep
+    kept = sweep.with_step(made)
     problem = numba_problem() if made else None
-    if problem is not None:
+    if problem is not None and [p.config_hash for p in kept.points] != [p.config_hash for p in sweep.points]:
         raise UserInputError(f"{sweep_dir}: made with the compiled kernel step, which {problem}; allowed: "
                              "--no-fused (its points trained again with the torch step, beside the first)")
-    return sweep.with_step(made)
+    return kept

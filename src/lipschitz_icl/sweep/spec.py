@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
 
 from ..config import (
     Config,
@@ -49,7 +49,7 @@ from ..config import (
 from ..config_io import copied_along
 from ..engines import batchable
 from ..errors import ConfigError, UserInputError
-from .kernel_step import resolve_step, with_kernel_step
+from .kernel_step import own_step, resolve_step, with_kernel_step
 from .point_text import run_name, yaml_value
 
 MAX_POINTS = 100_000  # refuse specs that expand to more runs than this (counted before expanding)
@@ -114,7 +114,7 @@ class SweepSpec(BaseModel):
     curves: Literal["summary", "full"] = Field(
         "summary", description="what is stored of each run's curves: summary (every scalar and Attn_k at every "
         "record; A, B and attn_cross at the first and last record) or full (every recorded row)")
-    fused: bool | None = Field(
+    fused: StrictBool | None = Field(
         None, description="the kernel step of the points that allow it: true, compiled (engine.fused, numba); "
         "false, torch; default: compiled where numba can be imported (a point that sets engine.fused keeps it)")
 
@@ -285,7 +285,7 @@ def _point_config(spec: SweepSpec, base: dict[str, Any], axes: dict[str, Any],
         # the base passed check_shape when the spec was read (validate_config), each value when parsed
         cfg = validate_config(apply_overrides(copied_along(base, overrides), overrides), feature_files,
                               shape_checked=True)
-        return with_kernel_step(cfg, base, axes, fused)
+        return with_kernel_step(cfg, own_step(spec.overrides, axes), fused)
     except UserInputError as e:
         key = getattr(e, "field", None)
         where = f"{_axis_group(spec, key)}.{key}" if key in axes else f"base.{key}" if key else "spec"
@@ -333,11 +333,12 @@ def expand(spec: SweepSpec, base: dict[str, Any], feature_files: FeatureFiles | 
 
 
 def load_sweep(spec: str | Path | dict[str, Any], name: str | None = None, on_count: CountFn | None = None,
-               fused: bool | None = None) -> Sweep:
+               fused: bool | None = None, local: bool = True, option: str = "fused") -> Sweep:
     """Read and validate a spec (a YAML path or a mapping) and expand its points (``on_count``: told their
-    number first, so that a caller can get workers ready meanwhile) with the kernel step ``fused`` (default: the
-    spec's ``fused:``, else the compiled step where numba can be imported; ``kernel_step``). Errors are
-    ``UserInputError`` with one line: the spec file, the field, what is wrong."""
+    number first, so that a caller can get workers ready meanwhile) with the kernel step ``fused`` (the caller's
+    ``option``; default: the spec's ``fused:``, else the compiled step where numba can be imported and the runs
+    train on this machine, ``local``; ``kernel_step``). Errors are ``UserInputError`` with one line: the spec
+    file, the field, what is wrong."""
     where = ""
     root = Path.cwd()
     if isinstance(spec, str | Path):
@@ -378,7 +379,7 @@ def load_sweep(spec: str | Path | dict[str, Any], name: str | None = None, on_co
         if not re.fullmatch(NAME_PATTERN, sweep_name):  # e.g. '..' from a spec file named '...yaml'
             raise ConfigError("name", f"{sweep_name!r} (the spec file's name) is not a usable sweep name: give "
                                       "name: in the spec (letters, digits, '.', '_', '-'; max 128)")
-        step, chosen = resolve_step(fused, parsed.fused)
+        step, chosen = resolve_step(fused, parsed.fused, local, option)
         points = expand(parsed, base, feature_files, on_count, step)
     except UserInputError as e:
         raise UserInputError(f"{where}{e}") from None
