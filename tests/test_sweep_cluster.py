@@ -209,9 +209,10 @@ def test_the_docs_dry_run_example_runs(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_a_cluster_sweep_stores_the_runs_of_a_local_one_and_cancels_its_jobs(tmp_path, fake_slurm):
     """Two jobs of one worker each, started by the sbatch stand-in on this machine: the sweep's rows and metrics
-    equal those of ``--workers 1`` (the workers' set-up is the embedded cluster's), and scancel ends both jobs."""
+    equal those of ``--workers 1`` with the torch step, a cluster's default (the workers' set-up is the embedded
+    cluster's), and scancel ends both jobs."""
     spec = write_spec(tmp_path / "s.yaml", grid={"task.L": [1, 2]}, seeds=2)
-    local = run_sweep(spec, tmp_path / "local", workers=1)
+    local = run_sweep(spec, tmp_path / "local", workers=1, fused=False)
     result = runner.invoke(app, ["sweep", str(spec), "--cluster", "slurm", "--jobs", "2", "--cluster-option",
                                  "death_timeout=20", "--out", str(tmp_path / "slurm-sweep")])
     assert result.exit_code == 0, result.output
