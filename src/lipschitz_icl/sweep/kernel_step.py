@@ -2,14 +2,16 @@
 
 A spec's ``fused:`` (``sweep run --fused / --no-fused``, ``run_sweep(fused=...)``) chooses it for every point whose
 config allows it (``KernelEngine.fusable``: kernel engine, gd or sgd in S space, CPU, drawn or mean-field counts);
-by default the compiled step where numba can be imported, as ``reproduce`` does. A point whose own config sets
-``engine.fused`` (its base, an override or an axis) keeps it. The step enters each point's config, hence its config
-hash: a sweep directory keeps the step it was made with when it is run again without a choice (``made_with``), so
-that its points keep their hashes and rows.
+by default the compiled step where numba can be imported and the runs train on this machine, as ``reproduce`` does
+(the torch step on a scheduler's or a cluster's workers). A point whose spec sets ``engine.fused`` (an override or an
+axis) keeps it; a base config's value does not count (``own_step``). The step enters each point's config, hence its
+config hash: a sweep directory keeps the step it was made with when it is run again without a choice
+(``with_dir_step``), so that its points keep their hashes and rows.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -76,8 +78,10 @@ def with_dir_step(sweep: Sweep, sweep_dir: Path) -> Sweep:
     run again, a sweep directory keeps its points' config hashes and rows. One made with the compiled step where
     numba is gone is refused, unless none of its points took that step."""
     made = None if sweep.step_chosen else made_with(stored_spec(sweep_dir), sweep.name)
-    if made is None or made == sweep.fused:
+    if made is None:
         return sweep
+    if made == sweep.fused:  # chosen by the directory now: a second call (the CLI's, then run_sweep's) reads nothing
+        return dataclasses.replace(sweep, step_chosen=True)
     kept = sweep.with_step(made)
     problem = numba_problem() if made else None
     if problem is not None and [p.config_hash for p in kept.points] != [p.config_hash for p in sweep.points]:

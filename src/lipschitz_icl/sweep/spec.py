@@ -116,7 +116,8 @@ class SweepSpec(BaseModel):
         "record; A, B and attn_cross at the first and last record) or full (every recorded row)")
     fused: StrictBool | None = Field(
         None, description="the kernel step of the points that allow it: true, compiled (engine.fused, numba); "
-        "false, torch; default: compiled where numba can be imported (a point that sets engine.fused keeps it)")
+        "false, torch; default: compiled where numba can be imported and the runs train here (a point whose override "
+        "or axis sets engine.fused keeps it)")
 
     @field_validator("name")
     @classmethod
@@ -203,7 +204,7 @@ class Sweep:
     base: dict[str, Any]  # the base config as a mapping (file read, overrides applied)
     points: list[Point] = field(default_factory=list)
     fused: bool = False  # the points that allow it take the compiled kernel step (kernel_step)
-    step_chosen: bool = False  # by the caller or the spec, not by default
+    step_chosen: bool = False  # by the caller, the spec or the sweep directory, not by default
 
     def resolved_yaml(self) -> str:
         """The spec with its base inlined and its kernel step resolved: a self-contained copy for the sweep
