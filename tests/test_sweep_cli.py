@@ -110,6 +110,7 @@ def test_sigkill_halfway_then_rerun_matches_an_uninterrupted_sweep(tmp_path, sig
     spec = write_spec(tmp_path / "k.yaml", grid={"task.L": [0.5, 1, 2, 4]}, seeds=3)
     data = yaml.safe_load(spec.read_text())
     data["base"]["train"]["steps"] = 100
+    data["fused"] = False  # the torch step: the compiled one can end the 12 runs before the kill comes
     spec.write_text(yaml.safe_dump(data))
     total = 12
 
@@ -184,6 +185,7 @@ def test_sigkill_mid_batch_then_rerun_matches_an_unbatched_sweep(tmp_path):
     spec = write_spec(tmp_path / "b.yaml", grid={"train.steps": [40, 4000, 8000]}, seeds=3)
     data = yaml.safe_load(spec.read_text())
     data["base"]["train"].update({"eps": 1e-12, "log_every": 100})  # every run ends at its budget
+    data["fused"] = False  # the torch step: the compiled one can end the long runs before the kill comes
     spec.write_text(yaml.safe_dump(data))
     reference = run_sweep(spec, tmp_path / "ref", workers=1, batch=1)
 
