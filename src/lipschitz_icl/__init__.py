@@ -10,8 +10,9 @@ __version__ = "0.1.0"
 # another formula for the same quantity): runs and saved experiments record it, and reproduce --resume reuses only
 # those of the same revision. 1: relu_net's spectral norm in closed form (d <= 3); prompt.draw_dtype: float32
 # evaluates the labels in float32. 2: the fused kernel step (engine.fused) with a diagonal Sigma takes kernel_diag's
-# closed form (engines/kernel_fused_diag.py): its sums are other sums.
-NUMERICS_REVISION = 2
+# closed form (engines/kernel_fused_diag.py): its sums are other sums. 3: the fused step's test errors through the
+# Gram matrix of err (kernel_fused._test_errors): other sums again.
+NUMERICS_REVISION = 3
 
 # The public names, loaded on first use (PEP 562): importing the package stays instant, so the
 # command line can catch a Ctrl-C during the heavy imports (torch) and print one line instead of a
