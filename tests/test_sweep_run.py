@@ -174,6 +174,24 @@ def test_plan_batches_groups_compatible_points_in_bounded_batches():
     assert names(plan_batches(points, 32, workers=2)) == [[0], [1], [2], [3], [4], [5], [6]]  # >= 4 per worker
 
 
+
+def test_plan_batches_keeps_the_points_of_one_kernel_spec_together():
+    """A grid of step sizes over seeds, step size outermost: each batch holds whole seeds (the points that share a
+    kernel spec, which differ only in what the training loop reads), in spec order within a seed."""
+    from lipschitz_icl.sweep.execute import plan_batches
+    from lipschitz_icl.sweep.spec import Point
+
+    axes = [{"train.lr": lr, "seed": seed} for lr in (0.5, 1.0, 2.0) for seed in range(4)]
+    points = [Point.of(i, a, li.load_config(None, [f"train.lr={a['train.lr']}", f"seed={a['seed']}"]))
+              for i, a in enumerate(axes)]
+    batches = plan_batches(points, 6)
+    assert [[(p.axes["seed"], p.axes["train.lr"]) for p in b] for b in batches] == [
+        [(0, 0.5), (0, 1.0), (0, 2.0), (1, 0.5), (1, 1.0), (1, 2.0)],
+        [(2, 0.5), (2, 1.0), (2, 2.0), (3, 0.5), (3, 1.0), (3, 2.0)]]
+    lrs_of = {seed: [p.axes["train.lr"] for b in plan_batches(points, 1) for p in b if p.axes["seed"] == seed]
+              for seed in range(4)}
+    assert lrs_of == {seed: [0.5, 1.0, 2.0] for seed in range(4)}  # batches of one keep spec order
+
 def test_batched_and_unbatched_sweeps_give_the_same_rows(tmp_path):
     spec = small_spec(grid={"task.L": [0.5, 2, 8]}, seeds=2)
     a = run_sweep(spec, tmp_path / "a", workers=1)

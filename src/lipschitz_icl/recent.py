@@ -11,7 +11,8 @@ from typing import TypeVar
 import torch
 
 V = TypeVar("V")
-_CACHES: list[dict] = []  # every cache made by new_cache, so that forget_kept can empty them all
+_CACHES: list[dict] = []
+_NUMPY_VIEWABLE = (torch.float64, torch.float32, torch.int64, torch.int32, torch.bool)  # Tensor.numpy() takes them  # every cache made by new_cache, so that forget_kept can empty them all
 
 
 def new_cache() -> dict:
@@ -55,6 +56,9 @@ def tensor_marks(*tensors: torch.Tensor | None) -> tuple:
         if t is None or t.device.type != "cpu":
             marks.append(None if t is None else (t._version, t.data_ptr()))
             continue
-        flat = t.detach().contiguous().reshape(-1).view(torch.uint8)
-        marks.append((t.dtype, tuple(t.shape), hashlib.sha1(flat.numpy().data, usedforsecurity=False).digest()))
+        if t.is_contiguous() and not t.requires_grad and t.dtype in _NUMPY_VIEWABLE:
+            data = t.numpy()  # its bytes as they are (a C-contiguous buffer): no copy, no reshaped views
+        else:
+            data = t.detach().contiguous().reshape(-1).view(torch.uint8).numpy()
+        marks.append((t.dtype, tuple(t.shape), hashlib.sha1(data, usedforsecurity=False).digest()))
     return tuple(marks)

@@ -21,6 +21,7 @@ import pandas as pd
 
 from .. import NUMERICS_REVISION
 from ..config import Config
+from ..engines.kernel_spec import LOOP_ONLY
 from ..errors import UserInputError
 from ..forked import fork_available, not_inherited, single_threaded
 from ..store import atomic_write_text
@@ -68,7 +69,8 @@ def auto_batch(cfg: Config) -> int:
 
 def plan_batches(todo: Sequence[Point], batch: int | None, workers: int = 1) -> list[list[Point]]:
     """The points as batches of at most ``batch`` compatible points (None: ``auto_batch`` of each group;
-    points that cannot be batched: one each), in the order of their first point. On Dask (``workers`` > 1;
+    points that cannot be batched: one each), those of one set-up together (``_shared_setup``), in the order of
+    their first point. On Dask (``workers`` > 1;
     a batch's results come back when its task ends) a group is cut into at least 4 batches per worker where it has the
     points, so that every worker gets work and results arrive in several pieces."""
     groups: dict[tuple, list[Point]] = {}
@@ -80,11 +82,25 @@ def plan_batches(todo: Sequence[Point], batch: int | None, workers: int = 1) -> 
         else:
             groups.setdefault(key, []).append(point)
     for members in groups.values():
+        members.sort(key=_shared_setup)  # stable: spec order within each set-up
         most = auto_batch(members[0].config) if batch is None else batch
         size = max(1, min(most, -(-len(members) // (4 * workers if workers > 1 else 1))))
         batches.extend(members[i : i + size] for i in range(0, len(members), size))
     first = {p.config_hash: n for n, p in enumerate(todo)}
     return sorted(batches, key=lambda b: first[b[0].config_hash])
+
+
+def _shared_setup(point: Point) -> tuple:
+    """The point's axis values but those only the training loop reads (``kernel_spec.LOOP_ONLY``: eta, budget,
+    epsilon, logging): points with equal ones share their kernel spec, so ``plan_batches`` puts them in one batch,
+    where it is built once (a grid of step sizes over seeds: each seed's spec once, not once per batch)."""
+    return tuple((key, repr(value)) for key, value in point.axes.items() if not _loop_only(key))
+
+
+def _loop_only(key: str) -> bool:
+    section, _, rest = key.partition(".")
+    read = LOOP_ONLY.get(section)
+    return read is True or (isinstance(read, set) and rest in read)
 
 
 # --------------------------------------------------------------------------- the driver
