@@ -11,8 +11,8 @@ from typing import TypeVar
 import torch
 
 V = TypeVar("V")
-_CACHES: list[dict] = []
-_NUMPY_VIEWABLE = (torch.float64, torch.float32, torch.int64, torch.int32, torch.bool)  # Tensor.numpy() takes them  # every cache made by new_cache, so that forget_kept can empty them all
+_CACHES: list[dict] = []  # every cache made by new_cache, so that forget_kept can empty them all
+_NUMPY_VIEWABLE = (torch.float64, torch.float32, torch.int64, torch.int32, torch.bool)  # Tensor.numpy() takes them
 
 
 def new_cache() -> dict:

@@ -15,9 +15,9 @@ takes ``kernel_diag``'s closed form instead of forming Sigma err (``kernel_fused
 At log steps the same call also evaluates the test errors (the loss under the Sigma of unseen
 functions, dense K x K) at the same attention, through the Gram matrix of err over the draws (``_test_errors``):
 K (K + 1) / 2 sums over b per query instead of the K^2 of T err, and shared by every test Sigma. At the
-quickstart's size this made a step with test errors 1.6x faster (2.42 -> 1.55 us per run-step). What stays outside: the preconditioning
-G (dL/dM) G when G != I, and the log-space recomputation of a run whose attention underflowed
-(the unfused ``kernel_loss_grad``, which has it).
+quickstart's size this made a step with test errors 1.6x faster (2.42 -> 1.55 us per run-step). What stays
+outside: the preconditioning G (dL/dM) G when G != I, and the log-space recomputation of a run whose attention
+underflowed (the unfused ``kernel_loss_grad``, which has it).
 """
 
 from __future__ import annotations
