@@ -275,3 +275,19 @@ def test_a_forked_child_holds_no_reading_end_of_the_result_pipes():
         run_forked([0, 1, 2], work, 3, lambda pos: None, lambda pos, out, s: answers.update({pos: out}))
     assert len(result_pipes) == 3 and len(answers) == 3
     assert all(not (held & set(result_pipes)) for held in answers.values()), (answers, result_pipes)
+
+
+def test_a_forked_call_answers_raises_or_is_found_dead_and_end_stops_it():
+    """``ForkedCall`` (a spec's points made by a helper): its answer, its exception, ChildDied for a child that
+    ended without an answer, and ``end()`` stopping one that still runs."""
+    from lipschitz_icl.forked import ChildDied, ForkedCall
+
+    assert ForkedCall(lambda xs: [x * x for x in xs], [1, 2, 3]).result() == [1, 4, 9]
+    with pytest.raises(ValueError, match="bad point"):
+        ForkedCall(lambda _: (_ for _ in ()).throw(ValueError("bad point")), None).result()
+    with pytest.raises(ChildDied):
+        ForkedCall(lambda _: os._exit(3), None).result()
+    sleeper = ForkedCall(lambda _: time.sleep(60), None)
+    started = time.monotonic()
+    sleeper.end()
+    assert not sleeper.process.is_alive() and time.monotonic() - started < 10

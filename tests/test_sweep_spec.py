@@ -127,3 +127,49 @@ def test_points_built_without_a_deep_copy_leave_the_base_as_it_was():
     assert base == before
     assert point["task"] == {"L": 2.5, "params": {"a": [3]}} and point["train"] == {"lr": 0.5}
     assert point["features"] == {"kind": "file", "path": "w.npy"} and point["seed"] == 4
+
+
+
+HELPED = """
+import sys
+import lipschitz_icl.sweep.spec as spec_module
+from lipschitz_icl.errors import UserInputError
+from lipschitz_icl.forked import ForkedCall, single_threaded
+from lipschitz_icl.sweep import load_sweep
+
+def records(points):
+    return [(p.index, p.axes, p.config_hash, p.name, p.seed, p.group) for p in points]
+
+def refusal(spec):
+    try:
+        load_sweep(spec)
+    except UserInputError as e:
+        return str(e)
+
+quick = sys.argv[1]
+spec = {"base": quick, "grid": {"task.L": [0.5, 1, 1.0, 2], "train.lr": [0.5, 1.0]}, "seeds": 3}
+bad = {"base": quick, "grid": {"task.L": [0.5, 1, 2, 4, 8, 16, 32, -1]}}  # the last point: the helper's
+alone, refused_alone = load_sweep(spec).points, refusal(bad)
+calls = []
+spec_module.PARALLEL_POINTS = 2
+spec_module.ForkedCall = lambda *a: calls.append(a) or ForkedCall(*a)
+assert single_threaded()
+helped, refused_helped = load_sweep(spec).points, refusal(bad)
+assert len(calls) == 2, calls
+assert records(helped) == records(alone) and len(alone) == 18  # task.L 1 and 1.0: one point each
+assert [p.config for p in helped] == [p.config for p in alone]
+assert refused_helped == refused_alone and "grid.task.L" in refused_alone, (refused_helped, refused_alone)
+print("same points")
+"""
+
+
+def test_a_large_spec_expanded_with_a_forked_helper_gives_the_points_of_one_process():
+    """PARALLEL_POINTS lowered so that small specs take the helper, in a fresh interpreter (single-threaded: a
+    process with other threads never forks one): the same points in the same order (hashes, names, groups,
+    duplicates dropped where they fall), the helper's configs rebuilt equal to those made by one process, and a point
+    the helper cannot validate refused with the message of one process."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", HELPED, str(QUICK)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "same points" in done.stdout, done.stderr[-2000:]

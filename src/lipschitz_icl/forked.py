@@ -117,6 +117,35 @@ def run_forked(items: Sequence[T], work: Callable[[T, Callable[[Any], None]], An
         gc.unfreeze()
 
 
+class ForkedCall:
+    """``work(item)`` computed in a process forked from this one while this one goes on (``run_forked``'s child: a
+    process group of its own, SIGTERM when this process dies): ``result()`` waits for its answer and raises what it
+    raised (ChildDied: it ended without one); ``end()`` stops it if it still runs (call it in a ``finally``)."""
+
+    def __init__(self, work: Callable[[T], Any], item: T) -> None:
+        fork = mp.get_context("fork")
+        self.reader, writer = fork.Pipe(duplex=False)
+        self.process = fork.Process(target=_child, args=(lambda it, tick: work(it), item, writer, [self.reader]))
+        with _signals_held():
+            self.process.start()
+            writer.close()
+
+    def result(self) -> Any:
+        try:
+            kind, value = self.reader.recv()
+        except (EOFError, OSError):  # its end closed without an answer: it died
+            _reap(self.reader, self.process)
+            raise ChildDied(self.process.exitcode) from None
+        _reap(self.reader, self.process)
+        if kind == "error":
+            raise value
+        return value
+
+    def end(self) -> None:
+        _end([self.process])
+        self.reader.close()
+
+
 def arrays_of(tensors: dict[str, torch.Tensor] | None) -> Arrays | None:
     """Tensors (a run's parameters) as they cross a pipe: NumPy arrays with their devices (a tensor itself would
     travel through shared memory that the child's process takes with it when it ends)."""

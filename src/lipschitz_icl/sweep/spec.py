@@ -38,6 +38,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
 
+from ..batch import warm_fused_step
 from ..config import (
     Config,
     FeatureFiles,
@@ -51,6 +52,7 @@ from ..config import (
 from ..config_io import copied_along
 from ..engines import batchable
 from ..errors import ConfigError, UserInputError
+from ..forked import ForkedCall, fork_available, single_threaded
 from .kernel_step import own_step, resolve_step, with_kernel_step
 from .point_text import run_name, yaml_value
 
@@ -59,6 +61,8 @@ MAX_RANGE = 100_000  # at most this many values from one linspace/logspace
 # points whose validated config is kept (nothing in the toolkit changes a Config): ~7 KB each, 70 MB for 10,000; the
 # processes forked to train the batches inherit them instead of validating each point again (~40 us a point)
 HELD_CONFIGS = 10_000
+PARALLEL_POINTS = 4096  # specs of this many points or more are expanded by two processes where this one may fork
+HALF, WARMING_SHARE = 0.5, 0.35  # of the points, those this process makes (while loading the compiled step: fewer)
 
 _NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _RANGE = re.compile(rf"^\s*(linspace|logspace)\(\s*({_NUM})\s*,\s*({_NUM})\s*,\s*(\d+)\s*\)\s*$")
@@ -343,18 +347,51 @@ def _collections_paused() -> Iterator[None]:
 def _expand_into(points: list[Point], spec: SweepSpec, base: dict[str, Any], files: FeatureFiles,
                  on_count: CountFn | None, fused: bool) -> None:
     """``expand``'s loop: the points appended to ``points``."""
+    combos = list(iter_axes(spec, base, files, on_count))
     hashes: set[str] = set()
     groups: dict[tuple, tuple] = {}
-    for axes in iter_axes(spec, base, files, on_count):
-        cfg = _point_config(spec, base, axes, files, fused)
-        h = cfg.config_hash()
+    for axes, (cfg, h, name, seed, key) in zip(combos, _made(spec, base, files, fused, combos), strict=True):
         if h in hashes:
             continue
         hashes.add(h)
-        key, keep = batch_group(cfg), len(points) < HELD_CONFIGS
+        keep = cfg is not None and len(points) < HELD_CONFIGS
         make = (lambda c=cfg: c) if keep else functools.partial(_point_config, spec, base, axes, files, fused)
         group = groups.setdefault(key, key)  # one tuple per group, shared by its points
-        points.append(Point(len(points), axes, h, run_name(axes, cfg, h), cfg.seed, make, group))
+        points.append(Point(len(points), axes, h, name, seed, make, group))
+
+
+Made = tuple[Config | None, str, str, int, tuple]  # (the config or None, its hash, run name, seed, batch_group)
+
+
+def _made(spec: SweepSpec, base: dict[str, Any], files: FeatureFiles, fused: bool,
+          combos: list[dict[str, Any]]) -> list[Made]:
+    """Each point of ``combos`` validated: by this process alone, or for a spec of PARALLEL_POINTS or more where
+    this process may fork (``forked.single_threaded``), the later points by a forked helper at the same time (their
+    configs not kept: rebuilt when their runs start), while this one loads the compiled step the points take
+    (``batch.warm_fused_step``: the processes that train them are forked from this one) and makes the first points.
+    Where the helper fails (a point that does not validate), its points are made here: the first error in spec
+    order is raised, as without the helper."""
+    def made(axes: dict[str, Any]) -> Made:
+        cfg = _point_config(spec, base, axes, files, fused)
+        h = cfg.config_hash()
+        return cfg, h, run_name(axes, cfg, h), cfg.seed, batch_group(cfg)
+
+    if len(combos) < PARALLEL_POINTS or not (fork_available() and single_threaded()):
+        return [made(axes) for axes in combos]
+    cut = int(len(combos) * (WARMING_SHARE if fused else HALF))
+    helper = ForkedCall(lambda part: [made(axes)[1:] for axes in part], combos[cut:])
+    try:
+        mine = [made(combos[0])]
+        if mine[0][0].engine.fused:  # the first point's step: compiled
+            warm_fused_step([mine[0][0].engine.dtype])
+        mine += [made(axes) for axes in combos[1:cut]]
+        try:
+            theirs: list[Made] = [(None, *record) for record in helper.result()]
+        except Exception:  # noqa: BLE001 - made again here, where the first error is raised in order
+            theirs = [made(axes) for axes in combos[cut:]]
+    finally:
+        helper.end()
+    return mine + theirs
 
 
 def load_sweep(spec: str | Path | dict[str, Any], name: str | None = None, on_count: CountFn | None = None,
