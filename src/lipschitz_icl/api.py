@@ -293,8 +293,9 @@ def prepare(cfg: Config) -> tuple[Problem, Engine, Theory]:
     return problem, build_engine(problem), theory_of(problem)
 
 
-def make_summary(cfg: Config, problem: Problem, theory: Theory, outcome: TrainOutcome) -> dict[str, Any]:
-    """summary.json of a finished run."""
+def make_summary(cfg: Config, problem: Problem, theory: Theory, outcome: TrainOutcome,
+                 config_hash: str | None = None) -> dict[str, Any]:
+    """summary.json of a finished run (``config_hash``: ``cfg.config_hash()`` where the caller has it already)."""
     return {
         "status": outcome.status,
         "steps": outcome.steps,
@@ -315,7 +316,7 @@ def make_summary(cfg: Config, problem: Problem, theory: Theory, outcome: TrainOu
         "task": cfg.task.kind,
         "engine": cfg.engine.kind,
         "seed": cfg.seed,
-        "config_hash": cfg.config_hash(),
+        "config_hash": cfg.config_hash() if config_hash is None else config_hash,
         "versions": versions(),
         "error": outcome.error,
     }

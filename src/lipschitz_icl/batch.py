@@ -73,8 +73,9 @@ def plan_groups(configs: list[Config]) -> tuple[list[list[int]], list[int], dict
 
 
 def run_many(configs: list[Config], progress: BatchProgressFn | None = None, on_run: RunFn | None = None,
-             on_step: StepFn | None = None) -> list[Run]:
-    """Train every config (write=False semantics: nothing is written; the caller writes).
+             on_step: StepFn | None = None, hashes: list[str] | None = None) -> list[Run]:
+    """Train every config (write=False semantics: nothing is written; the caller writes); ``hashes``: their
+    ``config_hash()``, where the caller has them already (a sweep's points), for the summaries of batched runs.
 
     Returns one Run per config, in order. ``progress(finished, total)`` is called as runs end, and
     ``on_run(i, run)`` with each finished Run the moment it stops (converged, budget, diverged),
@@ -97,7 +98,7 @@ def run_many(configs: list[Config], progress: BatchProgressFn | None = None, on_
         groups, rest, built = plan_groups(configs)
         for group in groups:
             _stop_if_interrupted(runs, [], check_interrupt)
-            _train_group(configs, group, built, runs, done, on_step)
+            _train_group(configs, group, built, runs, done, on_step, hashes)
             _stop_if_interrupted(runs, group, check_interrupt)
         for i in rest:
             _stop_if_interrupted(runs, [], check_interrupt)
@@ -109,7 +110,8 @@ def run_many(configs: list[Config], progress: BatchProgressFn | None = None, on_
 
 
 def _train_group(configs: list[Config], group: list[int], built: dict, runs: list[Run | None],
-                 done: Callable[[int, Run], None], on_step: StepFn | None = None) -> None:
+                 done: Callable[[int, Run], None], on_step: StepFn | None = None,
+                 hashes: list[str] | None = None) -> None:
     """Train ``group`` (indices into ``configs``) as one batch, with ``done(i, run)`` as each run stops."""
     recorders = [Recorder(built[i][0].features.K, built[i][1].score_metrics()) for i in group]
 
@@ -119,7 +121,8 @@ def _train_group(configs: list[Config], group: list[int], built: dict, runs: lis
             return
         problem, engine, theory = built.pop(i)
         engine.load_final_scores(outcome.final_scores)  # so that model_state() is the trained Q
-        done(i, Run(configs[i], make_summary(configs[i], problem, theory, outcome),
+        summary = make_summary(configs[i], problem, theory, outcome, None if hashes is None else hashes[i])
+        done(i, Run(configs[i], summary,
                     recorders[pos], params=engine.model_state()))
 
     train_batched([configs[i] for i in group], [built[i][1] for i in group], recorders, on_finish=finished,

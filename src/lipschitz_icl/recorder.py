@@ -22,6 +22,7 @@ when a run ends, calls ``send`` at each record.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import warnings
 from collections.abc import Callable
@@ -61,10 +62,7 @@ class Recorder:
         self.K = K
         self.derive = derive  # scores (T, K, K) -> extra scalar metrics per record, name -> (T,)
         self.tracker: Tracker | None = None  # set by the run: sent each record's rows as recorded
-        eye = np.eye(K, dtype=bool)
-        kk, nn = np.meshgrid(np.arange(K), np.arange(K), indexing="ij")
-        self._off_k, self._off_n = kk[~eye], nn[~eye]
-        self._off = ~eye
+        self._off_k, self._off_n, self._off = _off_diagonal(K)
         # blocks of records, each appended in a single call, so that Ctrl-C can never leave a half-made
         # record: (steps (T,), [loss, *extra values] (T, C), extra names, attn (T, K, K), scores (T, K, K)
         # or None (no merged Q), heads (T, n_layers, n_heads, K, K) or None)
@@ -205,6 +203,18 @@ class Recorder:
         if self.derive is not None or len(keys) != 1:
             return None
         return self.K, keys.pop()
+
+
+@functools.lru_cache(maxsize=64)
+def _off_diagonal(K: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The (k, n) of the off-diagonal entries of a K x K matrix, row by row, and their mask (K, K); read-only,
+    shared by the recorders of one K (a batch makes one per run)."""
+    eye = np.eye(K, dtype=bool)
+    kk, nn = np.meshgrid(np.arange(K), np.arange(K), indexing="ij")
+    arrays = kk[~eye], nn[~eye], ~eye
+    for a in arrays:
+        a.flags.writeable = False
+    return arrays
 
 
 TEXT_BYTES = 2**31 - 1  # the bytes one Arrow string array can hold (32-bit offsets)

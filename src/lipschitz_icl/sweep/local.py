@@ -54,7 +54,8 @@ def run_in_process(batches: Iterable[list[Point]], on_result: OnResult, keep: Ke
                     idle()
 
             try:
-                execute_batch([in_process_config(p.config) for p in points], stopped, keep.params, tick)
+                execute_batch([in_process_config(p.config) for p in points], stopped, keep.params, tick,
+                              [p.config_hash for p in points])
             finally:
                 _flush(on_result, pending, keep.curves if encode else None)
             if "interrupted" in statuses:  # Ctrl-C inside the training loop

@@ -90,9 +90,10 @@ def _encode(run: Run, save_params: bool, elapsed_s: float) -> dict[str, Any]:
 
 
 def execute_batch(datas: list[ConfigData], on_result: BatchResultFn, save_params: bool = True,
-                  on_step: StepFn | None = None) -> None:
+                  on_step: StepFn | None = None, hashes: list[str] | None = None) -> None:
     """Run a batch of configs (plain mappings) with ``batch.run_many`` and hand each result to
-    ``on_result(position, result)`` the moment its run stops, in the form ``execute_config`` returns.
+    ``on_result(position, result)`` the moment its run stops, in the form ``execute_config`` returns (``hashes``:
+    the configs' hashes, the sweep points', for their summaries).
 
     Per-run numbers equal those of ``execute_config`` bit for bit (``run_many``'s guarantee);
     ``elapsed_s`` is the batch's wall time since the previous result (so the batch's results sum
@@ -116,7 +117,7 @@ def execute_batch(datas: list[ConfigData], on_result: BatchResultFn, save_params
             report(pos, execute_config(data, save_params))  # the same failed result as alone
     try:
         run_many([cfg for _, cfg in valid], on_run=lambda i, run: report(valid[i][0], _encode(run, save_params, 0.0)),
-                 on_step=on_step)
+                 on_step=on_step, hashes=None if hashes is None else [hashes[pos] for pos, _ in valid])
     except Exception:  # noqa: BLE001 - one config broke the batch's set-up: the rest one by one
         for pos, _ in valid:
             if pos not in reported:
@@ -132,7 +133,7 @@ def run_batch_task(datas: list[ConfigData], keep: Keep = Keep(), hashes: list[st
     if torch.get_num_threads() != 1:
         torch.set_num_threads(1)
     results: list[tuple[int, dict[str, Any]]] = []
-    execute_batch(datas, lambda pos, result: results.append((pos, result)), keep.params)
+    execute_batch(datas, lambda pos, result: results.append((pos, result)), keep.params, hashes=hashes)
     if hashes is None:  # the results travel to the driver: tables, not recorders
         for _, result in results:
             result["metrics"] = as_table(result["metrics"])
