@@ -75,3 +75,16 @@ def test_an_index_column_of_another_type_is_one_line_exit_2(tmp_path, column, va
     for command in ("status", "table"):
         result = runner.invoke(app, ["sweep", command, str(out)])
         assert result.exit_code == 2 and said in _one_line(result), result.output
+
+
+@pytest.mark.parametrize("damaged", ['{"task.L": 1', '{"task.L": 1}, {"seed": 2}', "[1, 2]", "7"])
+def test_axes_values_that_are_not_one_json_object_are_refused(tmp_path, damaged):
+    """The axes of every row are decoded together (one JSON array) and row by row where that fails: a value that
+    is not one JSON object (cut short, two objects that would pass as two rows, a list, a number) is refused."""
+    run_sweep(spec(2), tmp_path, workers=1)
+    assert list(load_index(tmp_path)["task.L"]) == [1, 1, 2, 2]
+    with sqlite3.connect(tmp_path / "index.sqlite") as db:
+        db.execute("UPDATE runs SET axes=? WHERE point=1", (damaged,))
+    with pytest.raises(Exception, match="cannot hold") as info:
+        load_index(tmp_path)
+    assert "\n" not in str(info.value)

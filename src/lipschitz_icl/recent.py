@@ -49,9 +49,11 @@ def kept(cache: dict[Hashable, tuple[V, Hashable]], key: Hashable, make: Callabl
 
 
 def tensor_marks(*tensors: torch.Tensor | None) -> tuple:
-    """What changes when one of ``tensors`` is changed in place: the digest of its bytes on the CPU (a change made
-    through a NumPy view too), torch's version counter elsewhere. Not a security digest: a change detector."""
+    """What changes when one of ``tensors`` is changed in place: the dtype and shape of each, and one digest of the
+    bytes of those on the CPU (a change made through a NumPy view too), torch's version counter elsewhere. Not a
+    security digest: a change detector."""
     marks: list[Hashable] = []
+    digest = hashlib.sha1(usedforsecurity=False)
     for t in tensors:
         if t is None or t.device.type != "cpu":
             marks.append(None if t is None else (t._version, t.data_ptr()))
@@ -60,5 +62,6 @@ def tensor_marks(*tensors: torch.Tensor | None) -> tuple:
             data = t.numpy()  # its bytes as they are (a C-contiguous buffer): no copy, no reshaped views
         else:
             data = t.detach().contiguous().reshape(-1).view(torch.uint8).numpy()
-        marks.append((t.dtype, tuple(t.shape), hashlib.sha1(data, usedforsecurity=False).digest()))
-    return tuple(marks)
+        digest.update(data)
+        marks.append((t.dtype, tuple(t.shape)))
+    return (*marks, digest.digest())

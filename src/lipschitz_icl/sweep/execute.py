@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from .. import NUMERICS_REVISION
@@ -297,9 +298,9 @@ def _made_under(sweep_dir: Path) -> str | None:
 def _rows_of(sweep_dir: Path, points: Sequence[Point]) -> pd.DataFrame:
     frame = load_index(sweep_dir)
     order = {p.config_hash: i for i, p in enumerate(points)}
-    frame = frame[frame["config_hash"].isin(order)]
-    frame = frame.assign(_order=frame["config_hash"].map(order)).sort_values("_order")
-    return frame.drop(columns="_order").reset_index(drop=True)
+    position = np.array([order.get(h, -1) for h in frame["config_hash"].tolist()], dtype=np.int64)
+    held = np.flatnonzero(position >= 0)
+    return frame.iloc[held[np.argsort(position[held], kind="stable")]].reset_index(drop=True)
 
 
 def warm_workers(workers: int | None, scheduler: str | None, plan: ClusterPlan | None = None

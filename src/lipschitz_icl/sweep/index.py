@@ -286,6 +286,19 @@ def check_types(frame: pd.DataFrame, path: Path) -> None:
                                  f"{'text' if text else 'numbers'} expected)")
 
 
+def _axes_of(texts: list[str]) -> list[Any]:
+    """The axes JSON of every row, decoded as one JSON array (one call: ~10x faster than one per row); row by row
+    where that fails, so that a damaged value raises its own error."""
+    if all(isinstance(t, str) for t in texts):
+        try:
+            decoded = json.loads("[" + ",".join(texts) + "]")
+            if len(decoded) == len(texts):
+                return decoded
+        except ValueError:
+            pass
+    return [json.loads(t) for t in texts]
+
+
 def load_index(sweep_dir: str | Path, expand_axes: bool = True, current_only: bool = False,
                stored_json: bool = False, digests: bool = False) -> pd.DataFrame:
     """The index of a sweep directory as a DataFrame, one row per run in spec order (``current_only``: only
@@ -314,7 +327,7 @@ def load_index(sweep_dir: str | Path, expand_axes: bool = True, current_only: bo
     try:
         for col in ("seed", "steps", "T_1", "T_eps", "point"):
             frame[col] = frame[col].astype("Int64")
-        axes = [json.loads(a) for a in frame["axes"]] if expand_axes else []
+        axes = _axes_of(frame["axes"].tolist()) if expand_axes else []
         if not all(isinstance(a, dict) for a in axes):
             raise ValueError("an axes value is not a JSON object")
     except (ValueError, TypeError, RecursionError) as e:  # values of the wrong type: a damaged or hand-made index
