@@ -153,6 +153,18 @@ def test_sweep_runs_keep_their_trained_parameters_unless_turned_off(tmp_path):
     assert not (Path(rows.run_dir[0]) / PARAMS_FILE).exists()
 
 
+
+def test_a_batch_params_file_is_a_mapping_of_state_dicts_sharing_one_storage(tmp_path):
+    """A batch's .params.pt loads as {config_hash: state dict} (docs/SWEEPS.md), each run's tensor equal to its own
+    run's, the tensors of one name views of one stacked storage (written once)."""
+    rows = run_sweep(spec(grid={"task.L": [1, 2, 4]}, seeds=2), tmp_path, workers=1)
+    (path,) = (tmp_path / RESULTS_DIR).glob(f"*{PARAMS_SUFFIX}")
+    saved = torch.load(path, weights_only=True)
+    assert set(saved) == set(rows.config_hash) and all(list(state) == ["Q"] for state in saved.values())
+    for run in load_runs(tmp_path):
+        assert torch.equal(saved[run.summary["config_hash"]]["Q"], li.run(run.config, write=False).params["Q"])
+    assert len({state["Q"].untyped_storage().data_ptr() for state in saved.values()}) == 1
+
 def _no_write_permission_prefix() -> list[str]:
     """A command prefix under which permission bits bind (root drops its override capability)."""
     if os.geteuid() != 0:
