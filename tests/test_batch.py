@@ -147,3 +147,18 @@ def test_ctrl_c_inside_on_run_reports_no_run_twice():
         run_many(cfgs, on_run=on_run)
     assert seen == [(0, "budget"), (1, "interrupted")]
     assert [r.summary["status"] for r in caught.value.runs] == ["budget", "interrupted"]
+
+
+def test_runs_that_differ_only_in_their_loop_are_twins_and_equal_single_runs(monkeypatch):
+    """Configs that differ only in what the training loop reads (eta, budget, epsilon, logging) are prepared once
+    and twinned (their count generators their own: sgd redraws every step), and each run equals its run alone."""
+    import lipschitz_icl.batch as batch_module
+
+    loops = [[], ["train.lr=0.5"], ["train.lr=2", "train.log_every=3"], ["train.eps=0.05", "train.steps=60"]]
+    cfgs = _configs([[*base, *loop] for base in (["train.optimizer=sgd", "seed=3"], ["task.L=4"]) for loop in loops])
+    prepared = []
+    monkeypatch.setattr(batch_module, "prepare", lambda cfg: prepared.append(cfg) or li.api.prepare(cfg))
+    many = run_many(cfgs)
+    assert len(prepared) == 2  # one per set-up: the rest are twins
+    for cfg, batched in zip(cfgs, many, strict=True):
+        _same(li.run(cfg, write=False), batched)

@@ -24,6 +24,7 @@ sweeps call it single-threaded, so their numbers do not depend on the environmen
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 
 import torch
@@ -31,12 +32,14 @@ import torch
 from .api import Run, make_summary, prepare
 from .api import run as run_one
 from .config import Config, validate_config
-from .engines import batchable
+from .engines import Engine, batchable
 from .engines.kernel_spec import LOOP_ONLY
 from .interrupts import interrupt_latch
 from .numba_support import numba_installed
+from .problem import Problem
 from .recorder import Recorder
 from .stopping import TrainOutcome
+from .theory import Theory, theory_of
 from .train_batch import StepFn, train_batched
 
 BatchProgressFn = Callable[[int, int], None]  # (runs finished, runs in all)
@@ -63,13 +66,33 @@ def plan_groups(configs: list[Config]) -> tuple[list[list[int]], list[int], dict
     for i, cfg in enumerate(configs):
         (together if batchable(cfg) else rest).append(i)
     # built in the order of what they share: configs that differ only in their training loop (a sweep's step
-    # sizes) one after another, so that each kernel spec is built once (``kernel_spec``: the last few are kept)
-    for i in sorted(together, key=lambda i: configs[i].model_dump_json(exclude=LOOP_ONLY)):
-        built[i] = prepare(configs[i])
+    # sizes) one after another, the first prepared, the rest its twins (``_twin_of``)
+    shared = {i: configs[i].model_dump_json(exclude=LOOP_ONLY) for i in together}
+    previous = None
+    for i in sorted(together, key=shared.__getitem__):
+        twin = _twin_of(configs[i], built[previous]) if previous is not None and shared[previous] == shared[i] else None
+        built[i] = prepare(configs[i]) if twin is None else twin
+        previous = i
     for i in together:
         engine = built[i][1]
         groups.setdefault((engine.name, engine.batch_key()), []).append(i)
     return list(groups.values()), rest, built
+
+
+def _twin_of(cfg: Config, built: tuple[Problem, Engine, Theory]) -> tuple[Problem, Engine, Theory] | None:
+    """What ``prepare(cfg)`` gives, from the untrained ``built`` of a config that differs from ``cfg`` only in what
+    the training loop reads (``LOOP_ONLY``): its problem (features, task, Sigma) shared, its engine's twin
+    (``Engine.twin``), its theory (``theory`` is loop-only) made again. None where the engine has no twin, or the
+    features come from a file (read again for each run)."""
+    problem, engine, _ = built
+    twin = engine.twin() if cfg.features.kind != "file" else None
+    if twin is None:
+        return None
+    torch.default_generator.manual_seed(cfg.seed)  # as ``prepare``
+    if torch.cuda.is_initialized():
+        torch.cuda.manual_seed_all(cfg.seed)
+    problem = dataclasses.replace(problem, config=cfg)
+    return problem, twin, theory_of(problem)
 
 
 def run_many(configs: list[Config], progress: BatchProgressFn | None = None, on_run: RunFn | None = None,

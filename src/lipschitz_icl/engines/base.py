@@ -97,6 +97,12 @@ class Engine:
     def from_problem(cls, problem: Problem) -> Engine:
         raise NotImplementedError
 
+    def twin(self) -> Engine | None:
+        """Before this engine has trained: the engine ``from_problem`` would build for a config that differs from
+        its own only in what the training loop reads (``kernel_spec.LOOP_ONLY``), sharing what it may; None: build
+        that one anew (the default)."""
+        return None
+
     @classmethod
     def check_config(cls, cfg: Config) -> None:
         """Raise ConfigError if this engine cannot run ``cfg``."""

@@ -15,6 +15,7 @@ from ``kernel_grad.kernel_loss_grad``; ``kernel_loss`` below is the autograd ref
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 import torch
@@ -81,6 +82,13 @@ class KernelEngine(Engine):
     @classmethod
     def from_problem(cls, problem: Problem) -> KernelEngine:
         return cls(kernel_spec(problem))
+
+    def twin(self) -> KernelEngine:
+        """The engine of the same kernel spec (``kernel_spec`` would hand out this one's kept spec again), with a
+        count generator of its own in the state this one's has before it draws."""
+        count_gen = torch.Generator(device=self.spec.count_gen.device)
+        count_gen.set_state(self.spec.count_gen.get_state())
+        return KernelEngine(dataclasses.replace(self.spec, count_gen=count_gen))
 
     @classmethod
     def check_config(cls, cfg: Config) -> None:
