@@ -11,6 +11,7 @@ running it again picks up the runs whose rows are not finished.
 from __future__ import annotations
 
 import contextlib
+import gc
 import itertools
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -229,7 +230,7 @@ def execute_points(
             (sweep_dir / RUNS_DIR if run_dirs else sweep_dir).mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise UserInputError(f"{sweep_dir}: cannot create the sweep directory ({e.strerror})") from None
-        with _exclusive(sweep_dir), Index(sweep_dir) as index:
+        with _exclusive(sweep_dir), Index(sweep_dir) as index, _heap_frozen():
             todo = _register(sweep_dir, index, points, spec_yaml, retry_failed, force)
             recorder = BatchStore(sweep_dir, index, len(todo), progress, run_dirs, keep.curves)
             if progress is not None:
@@ -249,6 +250,18 @@ def execute_points(
         if client is not None:
             close_client(client, cluster)
     return _rows_of(sweep_dir, points)
+
+
+@contextlib.contextmanager
+def _heap_frozen() -> Iterator[None]:
+    """What exists now (the points, their configs: ~90 objects each) out of Python's cyclic collections until the
+    block ends (``gc.freeze``; the forked lanes freeze it again): a full collection walked the 10,000 configs of a
+    10,000-point sweep between its expansion and its forks, 0.07 s."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def fork_safe() -> bool:
