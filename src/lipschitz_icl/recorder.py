@@ -126,64 +126,106 @@ class Recorder:
         loss, the extras, attn_min, attn_mean, attn_self (k), attn_cross (k, n), then A (k) and
         B (k, n) when the model has a merged Q, then the same attention rows per layer and head; and each
         record's number of rows. ``thin``: the metrics kept at a run's first and last recorded step only
-        (``thin_rows``'s rule, without making the rows it drops); ``runs`` (T,): the run of each record."""
+        (``thin_rows``'s rule, without making the rows it drops: not even their values are computed);
+        ``runs`` (T,): the run of each record."""
         steps, scalars, attn, scores, heads = (_joined([b[field] for b in blocks]) for field in (0, 1, 3, 4, 5))
-        names = blocks[0][2]
+        derived = self.derive(scores) if self.derive and scores is not None else {}
+        arrays = (blocks[0][2], scalars, attn, scores, heads, derived)
         T = len(steps)
-        blocks_out: list[np.ndarray] = [scalars]
-        metrics, ks, ns = ["loss", *names], [-1] * (1 + len(names)), [-1] * (1 + len(names))
+        _, metrics, ks, ns = self._columns(np.arange(0), *arrays)  # the columns alone
+        named = np.array([bool(thin(m)) for m in metrics], dtype=bool) if thin is not None else None
+        if named is None or not named.any():
+            values = self._columns(slice(None), *arrays)[0]  # (T, rows per record)
+            k, n = np.tile(ks, T), np.tile(ns, T)
+            table = [arrow_numbers(np.repeat(steps, values.shape[1])), _tiled_text(metrics, T),
+                     arrow_numbers(k, k < 0), arrow_numbers(n, n < 0), arrow_numbers(values.reshape(-1))]
+            return pa.Table.from_arrays(table, schema=SCHEMA), np.full(T, values.shape[1])
+        at_end = _at_end(steps, np.zeros(T, np.int64) if runs is None else runs)
+        per_record = np.where(at_end, len(metrics), int((~named).sum()))
+        col, kept = self._thinned(at_end, per_record, ~named, arrays)
+        k, n = ks[col], ns[col]
+        table = [arrow_numbers(np.repeat(steps, per_record)), _names_at(metrics, col), arrow_numbers(k, k < 0),
+                 arrow_numbers(n, n < 0), arrow_numbers(kept)]
+        return pa.Table.from_arrays(table, schema=SCHEMA), per_record
 
-        def add(block: np.ndarray, metric: str, k: list[int] | np.ndarray, n: list[int] | np.ndarray) -> None:
-            blocks_out.append(block)
-            metrics.extend([metric] * block.shape[1])
+    def _thinned(self, at_end: np.ndarray, per_record: np.ndarray, always: np.ndarray, arrays: tuple
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """The column and value of every row kept, record by record: every column at a record ``at_end`` (T,) (its
+        run's first or last step), the ``always`` columns (W,) at the others, whose other columns are not computed
+        (a summary's A, B and attn_cross: nine tenths of a record's values at K = 5)."""
+        starts = np.cumsum(per_record) - per_record
+        total = int(per_record.sum())
+        col, kept = np.empty(total, np.int64), np.empty(total)
+        for rows, columns, wanted in ((np.flatnonzero(at_end), np.arange(len(always)), None),
+                                      (np.flatnonzero(~at_end), np.flatnonzero(always), always)):
+            if len(rows) and len(columns):
+                at = starts[rows, None] + np.arange(len(columns))
+                col[at], kept[at] = columns, self._columns(rows, *arrays, wanted)[0]
+        return col, kept
+
+    def _columns(self, rows: slice | np.ndarray, names: tuple[str, ...], scalars: np.ndarray, attn: np.ndarray,
+                 scores: np.ndarray | None, heads: np.ndarray | None, derived: dict[str, np.ndarray],
+                 wanted: np.ndarray | None = None) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray]:
+        """The values (records ``rows``, W) in ``_segment``'s order, and each column's metric, k and n; ``wanted``
+        (W,): the columns to make (None: all), the others left out of the values and never computed."""
+        blocks_out: list[np.ndarray] = []
+        metrics: list[str] = []
+        ks: list[int] = []
+        ns: list[int] = []
+
+        def add(make: Callable[[], np.ndarray], metric: str | list[str], k: list[int], n: list[int]) -> None:
+            lo = len(ks)
+            metrics.extend([metric] * len(k) if isinstance(metric, str) else metric)
             ks.extend(k)
             ns.extend(n)
+            mine = None if wanted is None else wanted[lo : len(ks)]
+            if mine is None or mine.all():
+                blocks_out.append(make())
+            elif mine.any():
+                blocks_out.append(make()[:, mine])
 
+        width = 1 + len(names)
+        add(lambda: scalars[rows], ["loss", *names], [-1] * width, [-1] * width)
         if self.K:
-            self._attention_rows(attn, "", add, mean=True)
+            self._attention_rows(attn, rows, "", add, mean=True)
         if scores is not None:
-            self._pair_rows(scores, "A", "B", add)
-            for name, column in (self.derive(scores) if self.derive else {}).items():
-                add(np.asarray(column, dtype=np.float64)[:, None], name, [-1], [-1])
+            self._pair_rows(scores, rows, "A", "B", add)
+            for name, column in derived.items():
+                add(lambda column=column: np.asarray(column, dtype=np.float64)[rows, None], name, [-1], [-1])
         if heads is not None:  # (T, layers, heads, K, K)
             for layer in range(heads.shape[1]):
                 for head in range(heads.shape[2]):
-                    self._attention_rows(heads[:, layer, head], f"@L{layer}H{head}", add, mean=False)
-        values = np.concatenate(blocks_out, axis=1)  # (T, rows per record)
-        ks_, ns_ = np.asarray(ks, dtype=np.int64), np.asarray(ns, dtype=np.int64)
-        kept = _kept_at(metrics, thin, steps, np.zeros(T, np.int64) if runs is None else runs)
-        if kept is None:
-            k, n = np.tile(ks_, T), np.tile(ns_, T)
-            arrays = [arrow_numbers(np.repeat(steps, values.shape[1])), _tiled_text(metrics, T),
-                      arrow_numbers(k, k < 0), arrow_numbers(n, n < 0), arrow_numbers(values.reshape(-1))]
-            return pa.Table.from_arrays(arrays, schema=SCHEMA), np.full(T, values.shape[1])
-        col = np.nonzero(kept)[1]  # the metric of each row kept, record by record
-        per_record = kept.sum(1)
-        k, n = ks_[col], ns_[col]
-        arrays = [arrow_numbers(np.repeat(steps, per_record)), _names_at(metrics, col), arrow_numbers(k, k < 0),
-                  arrow_numbers(n, n < 0), arrow_numbers(values[kept])]
-        return pa.Table.from_arrays(arrays, schema=SCHEMA), per_record
+                    self._attention_rows(heads[:, layer, head], rows, f"@L{layer}H{head}", add, mean=False)
+        values = np.concatenate(blocks_out, axis=1) if blocks_out else np.zeros((0, 0))
+        return values, metrics, np.asarray(ks, dtype=np.int64), np.asarray(ns, dtype=np.int64)
 
-    def _attention_rows(self, a: np.ndarray, suffix: str, add, mean: bool) -> None:
-        """attn_min, (attn_mean), attn_self (k) and attn_cross (k, n) of attention stacks a (T, K, K)."""
-        diag = np.ascontiguousarray(np.diagonal(a, axis1=1, axis2=2))  # (T, K): Attn_k
-        finite = np.isfinite(diag).any(1)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows are masked below
-            amin = np.where(finite, np.nanmin(np.where(finite[:, None], diag, 0.0), axis=1), np.nan)
-            # row-wise over the contiguous axis: numpy sums each row as it sums a 1-d array
-            amean = np.where(finite, np.nanmean(np.where(finite[:, None], diag, 0.0), axis=1), np.nan)
-        add(amin[:, None], "attn_min" + suffix, [-1], [-1])
+    def _attention_rows(self, a: np.ndarray, rows: slice | np.ndarray, suffix: str, add, mean: bool) -> None:
+        """attn_min, (attn_mean), attn_self (k) and attn_cross (k, n) of the records ``rows`` of attention stacks
+        a (T, K, K)."""
+
+        @_once
+        def stats() -> tuple[np.ndarray, np.ndarray]:
+            diag = np.ascontiguousarray(np.diagonal(a, axis1=1, axis2=2)[rows])  # (T, K): Attn_k
+            finite = np.isfinite(diag).any(1)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows are masked below
+                amin = np.where(finite, np.nanmin(np.where(finite[:, None], diag, 0.0), axis=1), np.nan)
+                # row-wise over the contiguous axis: numpy sums each row as it sums a 1-d array
+                amean = np.where(finite, np.nanmean(np.where(finite[:, None], diag, 0.0), axis=1), np.nan)
+            return amin, amean
+
+        add(lambda: stats()[0][:, None], "attn_min" + suffix, [-1], [-1])
         if mean:
-            add(amean[:, None], "attn_mean" + suffix, [-1], [-1])
-        self._pair_rows(a, "attn_self" + suffix, "attn_cross" + suffix, add)
+            add(lambda: stats()[1][:, None], "attn_mean" + suffix, [-1], [-1])
+        self._pair_rows(a, rows, "attn_self" + suffix, "attn_cross" + suffix, add)
 
-    def _pair_rows(self, m: np.ndarray, diag_name: str, off_name: str, add) -> None:
-        """The diagonal of K x K stacks m (T, K, K) as diag_name (k), the rest as off_name (k, n)."""
+    def _pair_rows(self, m: np.ndarray, rows: slice | np.ndarray, diag_name: str, off_name: str, add) -> None:
+        """The diagonal of the records ``rows`` of K x K stacks m (T, K, K) as diag_name (k), the rest as off_name
+        (k, n)."""
         K = self.K
-        add(np.ascontiguousarray(np.diagonal(m, axis1=1, axis2=2)), diag_name, list(range(K)), [-1] * K)
+        add(lambda: np.ascontiguousarray(np.diagonal(m, axis1=1, axis2=2)[rows]), diag_name, list(range(K)), [-1] * K)
         if K > 1:
-            add(m[:, self._off], off_name, list(self._off_k), list(self._off_n))
+            add(lambda: m[rows][:, self._off], off_name, list(self._off_k), list(self._off_n))
 
     def table(self) -> pa.Table:
         if not self._blocks:
@@ -298,15 +340,23 @@ def _run_ends(steps: np.ndarray, run: np.ndarray, n_runs: int) -> tuple[np.ndarr
     return first, last
 
 
-def _kept_at(metrics: list[str], thin: Thin | None, steps: np.ndarray, runs: np.ndarray) -> np.ndarray | None:
-    """(T, W): whether record t's row of metric ``metrics[w]`` is kept (``thin_rows``'s rule, ``runs`` the run of
-    each record); None where every row is."""
-    named = np.array([bool(thin(m)) for m in metrics], dtype=bool) if thin is not None else None
-    if named is None or not named.any():
-        return None
+def _at_end(steps: np.ndarray, runs: np.ndarray) -> np.ndarray:
+    """(T,): whether each record is at its run's first or last recorded step (``thin_rows``'s rule; ``runs``: the run
+    of each record)."""
     first, last = _run_ends(steps, runs, int(runs.max()) + 1 if len(runs) else 0)
-    at_end = (steps == first[runs]) | (steps == last[runs])
-    return ~named[None, :] | at_end[:, None]
+    return (steps == first[runs]) | (steps == last[runs])
+
+
+def _once(make: Callable[[], Any]) -> Callable[[], Any]:
+    """``make`` called at most once: its value kept for the calls after."""
+    made: list[Any] = []
+
+    def value() -> Any:
+        if not made:
+            made.append(make())
+        return made[0]
+
+    return value
 
 
 def _names_at(names: list[str], col: np.ndarray) -> pa.Array | pa.ChunkedArray:
