@@ -1,5 +1,7 @@
 """Batched runs (run_many) against one-by-one runs: identical metrics and summaries."""
 
+import importlib.util
+
 import pandas as pd
 import pytest
 import torch
@@ -161,4 +163,19 @@ def test_runs_that_differ_only_in_their_loop_are_twins_and_equal_single_runs(mon
     many = run_many(cfgs)
     assert len(prepared) == 2  # one per set-up: the rest are twins
     for cfg, batched in zip(cfgs, many, strict=True):
+        _same(li.run(cfg, write=False), batched)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("numba") is None, reason="numba is not installed")
+def test_a_fused_run_that_ends_between_its_log_steps_has_its_numbers_alone_and_in_a_batch():
+    """A run that converges between its log steps (step 115, after T_1) beside a run recording every step: its last
+    record is evaluated apart in the batch too, as alone, not read from the batch's full fused step (whose sums are
+    other sums: the last bits of its test error and attention differed)."""
+    fused = ["engine.fused=true", "train.steps=400", "engine.draws=32"]
+    dense = li.load_config("configs/quickstart.yaml", [*fused, "task.L=0.3", "train.lr=0.5", "seed=1"])
+    ending = li.load_config("configs/quickstart.yaml", [*fused, "task.L=3", "train.lr=10", "train.eps=1e-3", "seed=2"])
+    alone = li.run(ending, write=False)
+    assert alone.summary["status"] == "converged" and alone.summary["steps"] % ending.train.log_every
+    assert alone.summary["T_1"] < alone.summary["steps"] and li.run(dense, write=False).summary["T_1"] is None
+    for batched, cfg in zip(run_many([dense, ending]), [dense, ending], strict=True):
         _same(li.run(cfg, write=False), batched)

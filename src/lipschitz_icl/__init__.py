@@ -11,7 +11,8 @@ __version__ = "0.1.0"
 # those of the same revision. 1: relu_net's spectral norm in closed form (d <= 3); prompt.draw_dtype: float32
 # evaluates the labels in float32. 2: the fused kernel step (engine.fused) with a diagonal Sigma takes kernel_diag's
 # closed form (engines/kernel_fused_diag.py): its sums are other sums. 3: the fused step's test errors through the
-# Gram matrix of err (kernel_fused._test_errors): other sums again.
+# Gram matrix of err (kernel_fused._test_errors): other sums again; and in a batch, the last record of a run that ends
+# between its log steps evaluated apart, as alone (train_batch._record), not read from another run's full step.
 NUMERICS_REVISION = 3
 
 # The public names, loaded on first use (PEP 562): importing the package stays instant, so the

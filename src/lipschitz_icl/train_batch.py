@@ -116,7 +116,7 @@ class _BatchLoop:
         record, ended = self.states.observe(rows, step, losses, mins, host[:, 2:], wanted)
         # 4. record the runs at their log steps
         if record.any():
-            self._record(out, np.flatnonzero(record), losses, mins, full)
+            self._record(out, np.flatnonzero(record), losses, mins, wanted if full else None)
         # 5. the runs that ended leave the batch
         if ended.any():
             self._finish(np.flatnonzero(ended))
@@ -140,15 +140,27 @@ class _BatchLoop:
             for i in runs.tolist():
                 self.on_finish(i, self.states.outcome(i))
 
-    def _record(self, out, record: np.ndarray, losses: np.ndarray, mins: np.ndarray, full: bool) -> None:
-        """Record the rows in ``record`` at this step: one host transfer for all of them. Steps
-        computed without the full attention (a run that converged between log steps) evaluate it."""
+    def _record(self, out, record: np.ndarray, losses: np.ndarray, mins: np.ndarray, wanted: np.ndarray | None
+                ) -> None:
+        """Record the rows in ``record`` at this step: one host transfer for all of them. The attention and test
+        errors of the rows whose step was full (``wanted``; None: no row's) come from the step; a row recorded without
+        wanting it (a run that ended between its log steps) is evaluated apart, as it is where no row of its batch
+        records at this step: a run's numbers never depend on the runs it trains beside."""
         idx = torch.as_tensor(record, device=out.loss.device)
-        if full:
+        stepped = np.zeros(len(record), dtype=bool) if wanted is None else wanted[record]
+        if stepped.all():
             tests, attn = self.batch.test_errors(record.tolist(), out), out.attn.index_select(0, idx)
         else:
-            ev = self.batch.evaluate(record.tolist())
+            ev = self.batch.evaluate(record[~stepped].tolist())
             tests, attn = ev.tests, ev.attn
+            if stepped.any():  # both kinds: the step's rows first, then back in the order of ``record``
+                rows = record[stepped]
+                mine = self.batch.test_errors(rows.tolist(), out)
+                order = torch.as_tensor(np.argsort(np.concatenate([np.flatnonzero(stepped), np.flatnonzero(~stepped)]),
+                                                   kind="stable"), device=out.loss.device)
+                at = torch.as_tensor(rows, device=out.loss.device)
+                tests = {n: torch.cat([mine[n], tests[n]]).index_select(0, order) for n in tests}
+                attn = torch.cat([out.attn.index_select(0, at), attn]).index_select(0, order)
         names = list(tests)
         g = out.grad.index_select(0, idx)
         grad_norm = g.square().sum(-1).sum(-1).sqrt()  # norm of the step direction G (dL/dM) G
