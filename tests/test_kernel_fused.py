@@ -178,7 +178,7 @@ def _fused_outputs(batch: KernelBatch, sigma: np.ndarray, diag: bool) -> tuple[n
     out = (np.empty((R, 2 + K)), np.empty((R, K, K)), np.empty((R, K, K)), np.empty((R, T.shape[1])))
     inv_c = batch.counts.numpy() if batch.inv_c is None else batch.inv_c.numpy()
     assert fused_step(batch.M.numpy(), batch.counts.numpy(), inv_c, sigma, diag, batch.p.numpy(),
-                      batch.tau2.numpy(), T, *out)
+                      batch.tau2.numpy(), T, *out, np.ones(R, dtype=bool))
     return out
 
 
@@ -195,3 +195,21 @@ def test_a_diagonal_sigma_takes_the_closed_form_and_agrees_with_the_general_quer
     dense = sigma + 0.25 * (1 - np.eye(K))  # the closed form reads only the diagonal, the general query all
     assert all(np.array_equal(a, b) for a, b in zip(_fused_outputs(batch, dense, True), closed, strict=True))
     assert not np.array_equal(_fused_outputs(batch, dense, False)[0], general[0])
+
+
+@needs_numba
+@pytest.mark.parametrize("name", ["runs with different L", "dense Sigma, G != I", "two test classes"])
+def test_the_test_errors_of_the_runs_wanted_only_and_the_rest_of_the_step_unchanged(name):
+    """``want``: the test errors of those runs (the same bits as with every run's), NaN for the others, whose
+    loss, attention and gradient are those of the step with every run's test errors."""
+    batch = _batch(BATCHES[name])
+    batch.M = batch.M + torch.randn(batch.M.shape, generator=torch.Generator().manual_seed(1), dtype=batch.M.dtype)
+    every = {k: v.clone() for k, v in (lambda o: {"loss": o.loss, "attn": o.attn, "grad": o.grad,
+                                                  **o.tests})(batch.step_fused(True)).items()}
+    want = np.arange(batch.R) % 2 == 0
+    some = batch.step_fused(True, want)
+    for key in ("loss", "attn", "grad"):
+        assert torch.equal(getattr(some, key), every[key]), key
+    for test, values in some.tests.items():
+        assert torch.equal(values[torch.as_tensor(want)], every[test][torch.as_tensor(want)])
+        assert torch.isnan(values[torch.as_tensor(~want)]).all()

@@ -109,7 +109,7 @@ class _BatchLoop:
         #    attention and the test errors
         wanted = self.states.wants_record(rows, step)
         full = bool(wanted.any())
-        out = batch.step(full)
+        out = batch.step(full, wanted if full else None)  # test errors of the runs that record (``_record``)
         # 3. one host read (losses, min_k Attn_k and every Attn_k), then the stopping rules of every run
         host = out.summary_table().detach().to("cpu", torch.float64).numpy()
         losses, mins = host[:, 0], host[:, 1]

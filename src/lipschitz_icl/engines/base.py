@@ -67,7 +67,7 @@ class EngineBatch(Protocol):
 
     def redraw(self) -> None: ...  # fresh random draws for every run that resamples
 
-    def step(self, full: bool = False): ...  # loss, attn_self, grad (+ attn, tests when full)
+    def step(self, full: bool = False, want=None): ...  # loss, attn_self, grad (+ attn, tests of want when full)
 
     def evaluate(self, rows: list[int]): ...  # attention and test errors of some rows, no gradient
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 
+import numpy as np
 import torch
 
 from .kernel_grad import KernelOut, diagonal_of, kernel_loss_grad, kernel_test_errors
@@ -76,11 +77,12 @@ class KernelBatch:
         if self.resample:
             self._set_counts([s.new_counts() for s in self.specs])
 
-    def step(self, full: bool = False) -> KernelOut:
+    def step(self, full: bool = False, want: np.ndarray | None = None) -> KernelOut:
         """Loss, Attn_k and the preconditioned gradient G (dL/dM) G of every run; with ``full``
-        also the whole attention matrix and the test errors (what a log step records). Fused or
-        not as the runs' ``engine.fused`` says."""
-        return self.step_fused(full) if self.fused else self.step_unfused(full)
+        also the whole attention matrix and the test errors (what a log step records; ``want`` (R,): of the runs
+        that record, which the fused step alone takes, leaving the others' NaN). Fused or not as the runs'
+        ``engine.fused`` says."""
+        return self.step_fused(full, want) if self.fused else self.step_unfused(full)
 
     def step_unfused(self, full: bool = False) -> KernelOut:
         """``step`` by ``kernel_loss_grad``: ~67 torch operator calls at the quickstart's size. With a
@@ -93,12 +95,12 @@ class KernelBatch:
         )
         return self._precondition(out)
 
-    def step_fused(self, full: bool = False) -> KernelOut:
+    def step_fused(self, full: bool = False, want: np.ndarray | None = None) -> KernelOut:
         """``step`` by one compiled call (``kernel_fused``; needs numba). Its output tensors are
         buffers that the next fused step overwrites."""
         if self._fused is None or self._fused.M_t is not self.M:  # first step, or M was replaced
             self._fused = importlib.import_module(".kernel_fused", __package__).FusedState(self)
-        return self._precondition(self._fused.step(full))
+        return self._precondition(self._fused.step(full, want))
 
     def quiet_inputs(self) -> tuple[tuple, object] | None:
         """The fused step's arguments and eta (NumPy views of this batch) for steps made in one compiled loop
@@ -108,7 +110,7 @@ class KernelBatch:
         if f is None or f.M_t is not self.M or self.resample or self.G is not None:
             return None
         return (f.M, f.counts, f.inv_c, f.sigma, f.diag, f.p, f.tau2, f.no_T, f.summary, f.attn, f.grad,
-                f.tests), f.lr
+                f.tests, f.every_run), f.lr
 
     def _precondition(self, out: KernelOut) -> KernelOut:
         """G (dL/dM) G when G != I; keeps it for ``update``."""

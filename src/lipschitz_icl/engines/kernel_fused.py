@@ -176,11 +176,12 @@ def _query(k, Pk, c, inv_c, S, t2, a, g, tmp, attn_row, grad_row, w):
 @numba.njit(**_JIT)
 def fused_step(
     M: np.ndarray, c: np.ndarray, inv_c: np.ndarray, S: np.ndarray, diag: bool, p: np.ndarray, tau2: np.ndarray,
-    T: np.ndarray, summary: np.ndarray, attn: np.ndarray, grad: np.ndarray, tests: np.ndarray,
+    T: np.ndarray, summary: np.ndarray, attn: np.ndarray, grad: np.ndarray, tests: np.ndarray, want: np.ndarray,
 ) -> bool:
     """R runs: summary (R, 2 + K) = [loss, min_k Attn_k, Attn_1..Attn_K], attn (R, K, K),
     grad (R, K, K) = dL/dM, and tests (R, nT) the loss under the test Sigmas T (R, nT, K, K)
-    (nT = 0: none). Returns whether every loss is finite."""
+    (nT = 0: none) of the runs ``want`` (R,) says (NaN for the others: they record nothing at this step). Returns
+    whether every loss is finite."""
     R, K, B = c.shape
     nT = T.shape[1]
     P = np.empty_like(M[0])
@@ -195,8 +196,9 @@ def fused_step(
     for r in range(R):
         _softmax_rows(M[r], P)
         total = 0.0
+        tested = nT > 0 and want[r]
         for t in range(nT):
-            tests[r, t] = 0.0
+            tests[r, t] = 0.0 if tested else np.nan
         if diag:
             for n in range(K):
                 s[n] = S[r, n, n]
@@ -204,11 +206,11 @@ def fused_step(
         for k in range(K):
             w = p[r, k] / B
             if diag:
-                q = query_diag(k, P[k], c[r], g, cn, s, tau2[r], nT > 0, a, tmp, attn[r, k], grad[r, k], w)
+                q = query_diag(k, P[k], c[r], g, cn, s, tau2[r], tested, a, tmp, attn[r, k], grad[r, k], w)
             else:
                 q = _query(k, P[k], c[r], inv_c[r], S[r], tau2[r], a, g, tmp, attn[r, k], grad[r, k], w)
             total += p[r, k] * q
-            if nT > 0:  # a and e = tmp[0] are still query k's
+            if tested:  # a and e = tmp[0] are still query k's
                 _test_errors(k, a, tmp[0], T[r], tau2[r], inv_c[r], E, tk)
                 for t in range(nT):
                     tests[r, t] += p[r, k] * tk[t]
@@ -258,6 +260,7 @@ class FusedState:
         T = torch.stack([batch.tests[n] for n in names], 1) if names else batch.sigma.new_empty(R, 0, K, K)
         self.T, self.no_T = T.contiguous().numpy(), np.empty((R, 0, K, K), self.counts.dtype)
         self.tests_t = torch.empty(R, len(names), dtype=batch.dtype)
+        self.every_run = np.ones(R, dtype=bool)  # ``fused_step``'s want: the test errors of every run
         self.tests, self.tests_out = self.tests_t.numpy(), {n: self.tests_t[:, i] for i, n in enumerate(names)}
         self.out = KernelOut(self.loss_t, self.attn_self_t, None, self.grad_t, table=self.summary_t)  # of step(False)
 
@@ -266,11 +269,12 @@ class FusedState:
         self.counts = counts.numpy()
         self.inv_c = self.counts if inv_c is None else inv_c.numpy()  # read only with label noise
 
-    def step(self, full: bool) -> KernelOut:
+    def step(self, full: bool, want: np.ndarray | None = None) -> KernelOut:
         """Loss, Attn_k, dL/dM (not preconditioned) of every run; with ``full`` also the whole
-        attention and the test errors."""
+        attention and the test errors (of the runs ``want`` (R,) says, NaN for the others; None: every run's)."""
         finite = fused_step(self.M, self.counts, self.inv_c, self.sigma, self.diag, self.p, self.tau2,
-                            self.T if full else self.no_T, self.summary, self.attn, self.grad, self.tests)
+                            self.T if full else self.no_T, self.summary, self.attn, self.grad, self.tests,
+                            self.every_run if want is None else np.ascontiguousarray(want, dtype=bool))
         if not finite:
             self._redo_nonfinite(full)
         if full:
