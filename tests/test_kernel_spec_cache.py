@@ -73,3 +73,22 @@ def test_a_batch_builds_each_spec_once_however_its_configs_are_ordered(monkeypat
     groups, rest, _ = plan_groups(cfgs)
     assert sorted(built) == list(range(5))
     assert groups == [list(range(15))] and rest == []  # the batch itself in the configs' order
+
+
+def test_the_diagonal_of_sigma_is_found_once_and_again_for_another_or_changed_sigma(monkeypatch):
+    """``KernelSpec.sigma_diagonal``: made once for a spec and the copies of it that kernel_spec hands out, again
+    for a replaced Sigma or one changed in place."""
+    import dataclasses
+
+    ks._RECENT_SPECS.clear()
+    calls = []
+    monkeypatch.setattr(ks, "diagonal_of", lambda s: calls.append(s) or li.engines.kernel_grad.diagonal_of(s))
+    a = _spec("train.lr=0.5")
+    b = _spec("train.lr=2")  # a copy of the kept spec
+    assert a.sigma_diagonal() is not None and torch.equal(a.sigma_diagonal(), b.sigma_diagonal()) and len(calls) == 1
+    dense = dataclasses.replace(a, sigma=a.sigma + 0.01)  # off the diagonal too
+    assert dense.sigma_diagonal() is None and len(calls) == 2
+    changed = dataclasses.replace(a, sigma=a.sigma.clone())
+    assert changed.sigma_diagonal() is not None
+    changed.sigma[0, 1] = changed.sigma[1, 0] = 0.5  # in place
+    assert changed.sigma_diagonal() is None and len(calls) == 4

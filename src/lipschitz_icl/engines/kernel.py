@@ -27,7 +27,7 @@ from ..inputs import is_continuous
 from ..numba_support import NUMBA_MISSING, numba_installed
 from .base import Engine, Objective, ScoreMetrics, SizeCheck, StepOutput
 from .kernel_batch import KernelBatch, batch_key
-from .kernel_grad import diagonal_of, kernel_loss_grad, symmetrize
+from .kernel_grad import kernel_loss_grad, symmetrize
 from .kernel_linear import count_moments, linear_kernel_loss, linear_kernel_loss_grad
 from .kernel_spec import EXACT_MAX, KernelSpec, exact_count_vectors, kernel_spec
 from .registry import register_engine
@@ -206,7 +206,7 @@ class KernelEngine(Engine):
         self.V = spec.fs.V.to(spec.device)
         self.p = spec.p
         self.sigma = spec.sigma  # Sigma, the task kernel on the features (symmetric)
-        self.sigma_diag = diagonal_of(spec.sigma.unsqueeze(0))  # (1, K) when Sigma is diagonal
+        self.sigma_diag = spec.sigma_diagonal()  # (1, K) when Sigma is diagonal
         self.test_sigmas = spec.tests
         self.mean_field, self.resample, self.draws = spec.mean_field, spec.resample, spec.draws
         self.count_gen = spec.count_gen

@@ -26,7 +26,7 @@ def batch_key(spec: KernelSpec) -> tuple:
     """Runs with equal keys can share a KernelBatch."""
     return (
         spec.K, spec.counts.shape[0], spec.dtype, str(spec.device), spec.resample, spec.tau > 0,
-        spec.gram is None, tuple(spec.tests), spec.space, diagonal_of(spec.sigma.unsqueeze(0)) is not None,
+        spec.gram is None, tuple(spec.tests), spec.space, spec.sigma_diagonal() is not None,
         spec.fused, spec.weights is not None,
     )
 

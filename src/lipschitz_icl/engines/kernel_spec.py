@@ -21,7 +21,7 @@ from ..recent import kept, new_cache, tensor_marks
 from ..rng import make_generator
 from ..tasks import make_task
 from .base import resolve_device
-from .kernel_grad import symmetrize
+from .kernel_grad import diagonal_of, symmetrize
 
 if TYPE_CHECKING:
     from ..problem import Problem
@@ -96,6 +96,16 @@ class KernelSpec:
     weights: torch.Tensor | None = None  # (B,) probability of each count vector (engine.counts: exact), on device
     linear: bool = False  # model.kind=linear_attention: the scores are v_n^T Gamma v_k (kernel_linear)
     geometry: bool = False  # eval.geometry: the recorder derives the geometry metrics from the scores
+    diag_memo: tuple = ()  # (sigma, its version, its diagonal_of): shared by the copies of a kept spec
+
+    def sigma_diagonal(self) -> torch.Tensor | None:
+        """``diagonal_of(sigma)`` (1, K) when Sigma is diagonal, else None: computed once for a Sigma (the copies
+        of a kept spec, the twins of an engine share it), again where Sigma was replaced or changed in place by torch
+        (its version counter; a kept spec changed otherwise is built again by ``kernel_spec``, ``spec_mark``)."""
+        memo = self.diag_memo
+        if not memo or memo[0] is not self.sigma or memo[1] != self.sigma._version:
+            self.diag_memo = memo = (self.sigma, self.sigma._version, diagonal_of(self.sigma.unsqueeze(0)))
+        return memo[2]
 
     @property
     def K(self) -> int:
@@ -184,6 +194,7 @@ def _kernel_spec(problem: Problem) -> KernelSpec:
         p=fs.p.to(device), gram=None if identity else G, M0=V.T @ Q0.T @ V, Q0=Q0, device=device,
         fused=cfg.engine.fused, linear=is_linear(model), geometry=records_geometry(cfg),
     )
+    spec.sigma_diagonal()  # memoised before the spec is kept: its copies inherit it
     if cfg.engine.counts == "exact":
         spec.counts, weights = exact_counts(cfg.prompt.N, fs.p)
         spec.counts, spec.weights = spec.counts.to(device), weights.to(device)
