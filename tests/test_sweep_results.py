@@ -14,7 +14,7 @@ import lipschitz_icl as li
 from lipschitz_icl.errors import UserInputError
 from lipschitz_icl.plots.sweeps import sweep_frame
 from lipschitz_icl.recorder import SCHEMA, metrics_frame
-from lipschitz_icl.sweep import execute, load_index, load_metrics, load_runs, local, run_sweep
+from lipschitz_icl.sweep import execute, load_index, load_metrics, load_runs, local, planning, run_sweep
 from lipschitz_icl.sweep.results import RESULTS_DIR, ResultReader, encode_batch, summary_curves
 
 TINY = {"train": {"steps": 8, "log_every": 4}, "engine": {"draws": 8}, "eval": {"functions": 8}}
@@ -84,11 +84,11 @@ def test_a_folder_of_both_layouts_reads_every_run(tmp_path):
 def test_the_default_batch_is_sized_by_the_recorded_metrics():
     small = li.load_config(None, ["train.steps=300"])
     heavy = li.load_config(None, ["train.steps=100000", "train.log_every=1"])
-    assert execute.auto_batch(small) == execute.MAX_BATCH
-    assert 8 <= execute.auto_batch(heavy) < execute.MAX_BATCH
+    assert planning.auto_batch(small) == planning.MAX_BATCH
+    assert 8 <= planning.auto_batch(heavy) < planning.MAX_BATCH
     K = heavy.features.K
     rows = (heavy.train.steps // heavy.train.log_every + 2) * (2 * K * K + 16)
-    assert execute.auto_batch(heavy) * rows * 40 <= execute.BATCH_MEMORY or execute.auto_batch(heavy) == 8
+    assert planning.auto_batch(heavy) * rows * 40 <= planning.BATCH_MEMORY or planning.auto_batch(heavy) == 8
 
 
 def test_a_small_sweep_starts_no_cluster_by_default(tmp_path, monkeypatch):

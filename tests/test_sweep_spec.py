@@ -132,7 +132,7 @@ def test_points_built_without_a_deep_copy_leave_the_base_as_it_was():
 
 HELPED = """
 import sys
-import lipschitz_icl.sweep.spec as spec_module
+import lipschitz_icl.sweep.expansion as spec_module
 from lipschitz_icl.errors import UserInputError
 from lipschitz_icl.forked import ForkedCall, single_threaded
 from lipschitz_icl.sweep import load_sweep

@@ -203,7 +203,7 @@ class Recorder:
         """attn_min, (attn_mean), attn_self (k) and attn_cross (k, n) of the records ``rows`` of attention stacks
         a (T, K, K)."""
 
-        @_once
+        @functools.cache  # made once, when attn_min or attn_mean is wanted
         def stats() -> tuple[np.ndarray, np.ndarray]:
             diag = np.ascontiguousarray(np.diagonal(a, axis1=1, axis2=2)[rows])  # (T, K): Attn_k
             finite = np.isfinite(diag).any(1)
@@ -345,18 +345,6 @@ def _at_end(steps: np.ndarray, runs: np.ndarray) -> np.ndarray:
     of each record)."""
     first, last = _run_ends(steps, runs, int(runs.max()) + 1 if len(runs) else 0)
     return (steps == first[runs]) | (steps == last[runs])
-
-
-def _once(make: Callable[[], Any]) -> Callable[[], Any]:
-    """``make`` called at most once: its value kept for the calls after."""
-    made: list[Any] = []
-
-    def value() -> Any:
-        if not made:
-            made.append(make())
-        return made[0]
-
-    return value
 
 
 def _names_at(names: list[str], col: np.ndarray) -> pa.Array | pa.ChunkedArray:

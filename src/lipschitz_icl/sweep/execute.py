@@ -23,7 +23,6 @@ import pandas as pd
 
 from .. import NUMERICS_REVISION
 from ..config import Config
-from ..engines.kernel_spec import LOOP_ONLY
 from ..errors import UserInputError
 from ..forked import fork_available, not_inherited, single_threaded
 from ..store import atomic_write_text
@@ -33,17 +32,14 @@ from .index import FINISHED, INDEX_FILE, RUNS_DIR, Index, load_index
 from .jobqueue import ClusterPlan, checked_plan, connect
 from .kernel_step import SPEC_FILE, resolve_step, stored_spec, with_dir_step
 from .local import flush_every, run_in_process
+from .planning import DEFAULT_BATCH, MAX_BATCH, plan_batches
 from .results import RESULTS_DIR, check_curves, remove_unnamed
-from .spec import Point, Sweep, batch_group, load_sweep
+from .spec import Point, Sweep, load_sweep
 from .storing import BatchStore, ProgressFn
 from .worker import Keep, failed_summary
 
 NUMERICS_FILE = "numerics.txt"  # the NUMERICS_REVISION the sweep's finished rows were computed under
 LOCK_FILE = ".lock"
-DEFAULT_BATCH = None  # runs per batch (``--batch``); None: sized by memory (``auto_batch``)
-BATCH_MEMORY = 64 * 2**20  # bytes of recorded metrics a batch may hold before it is stored
-MAX_BATCH = 512
-
 
 def default_workers() -> int:
     """One worker per core this process may use."""
@@ -59,50 +55,6 @@ def default_workers() -> int:
 def _failed_result(point: Point, error: str) -> dict[str, Any]:
     data = point.config.model_dump(mode="json")
     return {"summary": failed_summary(data, error), "metrics": None, "params": None, "elapsed_s": None}
-
-
-def auto_batch(cfg: Config) -> int:
-    """Runs per batch when ``--batch`` is not given: as many as keep the batch's recorded metrics (held until
-    the batch is stored) under BATCH_MEMORY, between 8 and MAX_BATCH; ~40 bytes per tidy row."""
-    K = cfg.features.K or 1
-    rows = (cfg.train.steps // cfg.train.log_every + 2) * (2 * K * K + 16)
-    return max(8, min(MAX_BATCH, BATCH_MEMORY // (40 * rows)))
-
-
-def plan_batches(todo: Sequence[Point], batch: int | None, workers: int = 1) -> list[list[Point]]:
-    """The points as batches of at most ``batch`` compatible points (None: ``auto_batch`` of each group;
-    points that cannot be batched: one each), those of one set-up together (``_shared_setup``), in the order of
-    their first point. On Dask (``workers`` > 1;
-    a batch's results come back when its task ends) a group is cut into at least 4 batches per worker where it has the
-    points, so that every worker gets work and results arrive in several pieces."""
-    groups: dict[tuple, list[Point]] = {}
-    batches: list[list[Point]] = []
-    for point in todo:
-        key = point.group or batch_group(point.config)
-        if key == ("alone",) or batch == 1:
-            batches.append([point])
-        else:
-            groups.setdefault(key, []).append(point)
-    for members in groups.values():
-        members.sort(key=_shared_setup)  # stable: spec order within each set-up
-        most = auto_batch(members[0].config) if batch is None else batch
-        size = max(1, min(most, -(-len(members) // (4 * workers if workers > 1 else 1))))
-        batches.extend(members[i : i + size] for i in range(0, len(members), size))
-    first = {p.config_hash: n for n, p in enumerate(todo)}
-    return sorted(batches, key=lambda b: first[b[0].config_hash])
-
-
-def _shared_setup(point: Point) -> tuple:
-    """The point's axis values but those only the training loop reads (``kernel_spec.LOOP_ONLY``: eta, budget,
-    epsilon, logging): points with equal ones share their kernel spec, so ``plan_batches`` puts them in one batch,
-    where it is built once (a grid of step sizes over seeds: each seed's spec once, not once per batch)."""
-    return tuple((key, repr(value)) for key, value in point.axes.items() if not _loop_only(key))
-
-
-def _loop_only(key: str) -> bool:
-    section, _, rest = key.partition(".")
-    read = LOOP_ONLY.get(section)
-    return read is True or (isinstance(read, set) and rest in read)
 
 
 # --------------------------------------------------------------------------- the driver
@@ -350,7 +302,7 @@ def run_sweep(
     process); ``scheduler``: address of an existing Dask scheduler instead.
     Runs with a finished row are skipped; ``retry_failed`` reruns failed ones, ``force`` all.
     ``batch``: at most this many compatible runs trained together per worker task (1: one by one; None, the
-    default: sized by memory, ``auto_batch``).
+    default: sized by memory, ``planning.auto_batch``).
     ``run_dirs``: write each run's directory under ``runs/`` (as ``lipschitz-icl run`` does) instead of one
     results file per batch under ``results/`` (read either back with ``load_runs`` or ``load_metrics``).
     ``cluster``: ``"local"`` (the above), or ``"slurm"`` / ``"pbs"``: Dask workers in ``jobs`` batch jobs (default
