@@ -196,24 +196,24 @@ def _made(spec: SweepSpec, base: dict[str, Any], files: FeatureFiles, fused: boo
     (``batch.warm_fused_step``: the processes that train them are forked from this one) and makes the first points.
     Where the helper fails (a point that does not validate), its points are made here: the first error in spec
     order is raised, as without the helper."""
-    def made(axes: dict[str, Any]) -> Made:
-        cfg = _point_config(spec, base, axes, files, fused)
+    def made(i: int) -> Made:  # the config itself only where it may be kept: a large spec holds small records
+        cfg = _point_config(spec, base, combos[i], files, fused)
         h = cfg.config_hash()
-        return cfg, h, run_name(axes, cfg, h), cfg.seed, batch_group(cfg)
+        return cfg if i < HELD_CONFIGS else None, h, run_name(combos[i], cfg, h), cfg.seed, batch_group(cfg)
 
     if len(combos) < PARALLEL_POINTS or not (fork_available() and single_threaded()):
-        return [made(axes) for axes in combos]
+        return [made(i) for i in range(len(combos))]
     cut = int(len(combos) * (WARMING_SHARE if fused else HALF))
-    helper = ForkedCall(lambda part: [made(axes)[1:] for axes in part], combos[cut:])
+    helper = ForkedCall(lambda part: [made(i)[1:] for i in part], range(cut, len(combos)))
     try:
-        mine = [made(combos[0])]
-        if mine[0][0].engine.fused:  # the first point's step: compiled
-            warm_fused_step([mine[0][0].engine.dtype])
-        mine += [made(axes) for axes in combos[1:cut]]
+        first = _point_config(spec, base, combos[0], files, fused)
+        if first.engine.fused:  # the first point's step: compiled
+            warm_fused_step([first.engine.dtype])
+        mine = [made(i) for i in range(cut)]
         try:
             theirs: list[Made] = [(None, *record) for record in helper.result()]
         except Exception:  # noqa: BLE001 - made again here, where the first error is raised in order
-            theirs = [made(axes) for axes in combos[cut:]]
+            theirs = [made(i) for i in range(cut, len(combos))]
     finally:
         helper.end()
     return mine + theirs
