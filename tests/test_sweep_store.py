@@ -164,6 +164,8 @@ def test_a_batch_params_file_is_a_mapping_of_state_dicts_sharing_one_storage(tmp
     for run in load_runs(tmp_path):
         assert torch.equal(saved[run.summary["config_hash"]]["Q"], li.run(run.config, write=False).params["Q"])
     assert len({state["Q"].untyped_storage().data_ptr() for state in saved.values()}) == 1
+    for run in load_runs(tmp_path):  # read back, each run's tensors own their storage: 25 numbers, not the batch's
+        assert run.params["Q"].untyped_storage().nbytes() == run.params["Q"].numel() * 8
 
 def _no_write_permission_prefix() -> list[str]:
     """A command prefix under which permission bits bind (root drops its override capability)."""

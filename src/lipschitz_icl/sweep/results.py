@@ -273,7 +273,9 @@ def _read_params(path: Path, digest: bytes | None) -> dict[str, Any]:
     if not isinstance(state, dict) or not all(isinstance(s, dict) and all(isinstance(v, torch.Tensor)
                                                                          for v in s.values()) for s in state.values()):
         raise UserInputError(f"{path}: not a mapping of state dicts")
-    return state
+    # each run's tensors of their own: views of the batch's one storage would take all of it along (torch.save of
+    # one run's params would write the whole batch's)
+    return {h: {k: v.clone() for k, v in s.items()} for h, s in state.items()}
 
 
 def load_runs(sweep_dir: str | Path, finished_only: bool = False, current_only: bool = False) -> list[Run]:
