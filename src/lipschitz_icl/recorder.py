@@ -325,8 +325,7 @@ def thin_rows(table: pa.Table, counts: list[int], thin: Thin) -> tuple[pa.Table,
     steps = column_numbers(table.column("step"))
     sizes = np.asarray(counts, dtype=np.int64)
     run = np.repeat(np.arange(len(counts)), sizes)
-    first, last = _run_ends(steps, run, len(counts))
-    keep = ~thinned | (steps == first[run]) | (steps == last[run])
+    keep = ~thinned | _at_end(steps, run)
     return table.filter(arrow_numbers(keep)), np.bincount(run[keep], minlength=len(counts)).tolist()
 
 

@@ -153,14 +153,11 @@ class _BatchLoop:
         else:
             ev = self.batch.evaluate(record[~stepped].tolist())
             tests, attn = ev.tests, ev.attn
-            if stepped.any():  # both kinds: the step's rows first, then back in the order of ``record``
-                rows = record[stepped]
-                mine = self.batch.test_errors(rows.tolist(), out)
-                order = torch.as_tensor(np.argsort(np.concatenate([np.flatnonzero(stepped), np.flatnonzero(~stepped)]),
-                                                   kind="stable"), device=out.loss.device)
-                at = torch.as_tensor(rows, device=out.loss.device)
-                tests = {n: torch.cat([mine[n], tests[n]]).index_select(0, order) for n in tests}
-                attn = torch.cat([out.attn.index_select(0, at), attn]).index_select(0, order)
+            if stepped.any():  # both kinds: each row's values put in its place in ``record``
+                at = torch.as_tensor(stepped, device=out.loss.device)
+                mine = self.batch.test_errors(record[stepped].tolist(), out)
+                tests = {n: _placed(at, mine[n], tests[n]) for n in tests}
+                attn = _placed(at, out.attn.index_select(0, idx[at]), attn)
         names = list(tests)
         g = out.grad.index_select(0, idx)
         grad_norm = g.square().sum(-1).sum(-1).sqrt()  # norm of the step direction G (dL/dM) G
@@ -177,3 +174,10 @@ class _BatchLoop:
         if self.on_record is not None:
             for j, i in zip(record.tolist(), runs.tolist(), strict=True):
                 self.on_record(i, self.step, float(losses[j]), float(mins[j]))
+
+
+def _placed(at: torch.Tensor, chosen: torch.Tensor, others: torch.Tensor) -> torch.Tensor:
+    """One tensor of len(at) rows: ``chosen``'s rows where ``at`` (bool) is true, ``others``' where it is false."""
+    placed = others.new_empty((len(at), *others.shape[1:]))
+    placed[at], placed[~at] = chosen, others
+    return placed
