@@ -132,14 +132,12 @@ class Recorder:
         derived = self.derive(scores) if self.derive and scores is not None else {}
         arrays = (blocks[0][2], scalars, attn, scores, heads, derived)
         T = len(steps)
+        if thin is None:
+            return _every_row(steps, *self._columns(slice(None), *arrays))
         _, metrics, ks, ns = self._columns(np.arange(0), *arrays)  # the columns alone
-        named = np.array([bool(thin(m)) for m in metrics], dtype=bool) if thin is not None else None
-        if named is None or not named.any():
-            values = self._columns(slice(None), *arrays)[0]  # (T, rows per record)
-            k, n = np.tile(ks, T), np.tile(ns, T)
-            table = [arrow_numbers(np.repeat(steps, values.shape[1])), _tiled_text(metrics, T),
-                     arrow_numbers(k, k < 0), arrow_numbers(n, n < 0), arrow_numbers(values.reshape(-1))]
-            return pa.Table.from_arrays(table, schema=SCHEMA), np.full(T, values.shape[1])
+        named = np.array([bool(thin(m)) for m in metrics], dtype=bool)
+        if not named.any():
+            return _every_row(steps, self._columns(slice(None), *arrays)[0], metrics, ks, ns)
         at_end = _at_end(steps, np.zeros(T, np.int64) if runs is None else runs)
         per_record = np.where(at_end, len(metrics), int((~named).sum()))
         col, kept = self._thinned(at_end, per_record, ~named, arrays)
@@ -329,20 +327,23 @@ def thin_rows(table: pa.Table, counts: list[int], thin: Thin) -> tuple[pa.Table,
     return table.filter(arrow_numbers(keep)), np.bincount(run[keep], minlength=len(counts)).tolist()
 
 
-def _run_ends(steps: np.ndarray, run: np.ndarray, n_runs: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each run's first and last step (0 for a run without rows), from rows in run order, steps in order."""
-    sizes = np.bincount(run, minlength=n_runs)
-    stops = np.cumsum(sizes)
-    held = sizes > 0
-    first, last = np.zeros(n_runs, dtype=np.int64), np.zeros(n_runs, dtype=np.int64)
-    first[held], last[held] = steps[(stops - sizes)[held]], steps[stops[held] - 1]
-    return first, last
+def _every_row(steps: np.ndarray, values: np.ndarray, metrics: list[str], ks: np.ndarray, ns: np.ndarray
+               ) -> tuple[pa.Table, np.ndarray]:
+    """The table of every record's values (T, W), the columns' metrics, k and n; and each record's rows (W)."""
+    T, W = values.shape
+    k, n = np.tile(ks, T), np.tile(ns, T)
+    table = [arrow_numbers(np.repeat(steps, W)), _tiled_text(metrics, T), arrow_numbers(k, k < 0),
+             arrow_numbers(n, n < 0), arrow_numbers(values.reshape(-1))]
+    return pa.Table.from_arrays(table, schema=SCHEMA), np.full(T, W)
 
 
 def _at_end(steps: np.ndarray, runs: np.ndarray) -> np.ndarray:
-    """(T,): whether each record is at its run's first or last recorded step (``thin_rows``'s rule; ``runs``: the run
-    of each record)."""
-    first, last = _run_ends(steps, runs, int(runs.max()) + 1 if len(runs) else 0)
+    """(T,): whether each record is at its run's first or last recorded step (``thin_rows``'s rule), from records in
+    run order, steps in order; ``runs``: the run of each record."""
+    sizes = np.bincount(runs.astype(np.int64))
+    stops, held = np.cumsum(sizes), sizes > 0
+    first, last = np.zeros(len(sizes), dtype=np.int64), np.zeros(len(sizes), dtype=np.int64)
+    first[held], last[held] = steps[(stops - sizes)[held]], steps[stops[held] - 1]
     return (steps == first[runs]) | (steps == last[runs])
 
 
