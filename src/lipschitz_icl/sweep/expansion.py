@@ -206,10 +206,11 @@ def _made(spec: SweepSpec, base: dict[str, Any], files: FeatureFiles, fused: boo
     cut = int(len(combos) * (WARMING_SHARE if fused else HALF))
     helper = ForkedCall(lambda part: [made(i)[1:] for i in part], range(cut, len(combos)))
     try:
-        first = _point_config(spec, base, combos[0], files, fused)
-        if first.engine.fused:  # the first point's step: compiled
+        mine = [made(0)]
+        first = mine[0][0]  # kept: HELD_CONFIGS > 0
+        if first is not None and first.engine.fused:  # the first point's step: compiled
             warm_fused_step([first.engine.dtype])
-        mine = [made(i) for i in range(cut)]
+        mine += [made(i) for i in range(1, cut)]
         try:
             theirs: list[Made] = [(None, *record) for record in helper.result()]
         except Exception:  # noqa: BLE001 - made again here, where the first error is raised in order
