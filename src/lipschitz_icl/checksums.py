@@ -85,10 +85,13 @@ def _runs_of_values(column: pa.ChunkedArray) -> tuple[pa.ChunkedArray, np.ndarra
     return pa.chunked_array([values]), np.diff(np.concatenate([starts, [len(codes)]]))
 
 
-def parquet_bytes(table: pa.Table) -> bytes:
+def parquet_bytes(table: pa.Table, values_sha256: bool = True) -> bytes:
     """A table as the bytes of a parquet file (what ``metrics.parquet`` holds), its pages checksummed (CRC)
-    and the sha256 of its values in the file's metadata (``VALUES_SHA256``, checked by ``read_metrics_table``)."""
-    meta = {**(table.schema.metadata or {}), VALUES_SHA256: values_digest(table).encode()}
+    and (``values_sha256``) the sha256 of its values in the file's metadata (``VALUES_SHA256``, checked by
+    ``read_metrics_table``). Without it where the sha256 of the whole file is recorded elsewhere and checked on
+    every read (a sweep's results file: its index rows): hashing the values again cost ~60 us a run."""
+    meta = {**(table.schema.metadata or {}), **({VALUES_SHA256: values_digest(table).encode()} if values_sha256
+                                                else {})}
     sink = pa.BufferOutputStream()
     # dictionary pages for the columns that repeat (names, steps, indices), not for float values, where the writer
     # would build a dictionary only to drop it: ~35% faster to write, and smaller. No min/max statistics: nothing

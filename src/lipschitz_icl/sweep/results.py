@@ -90,7 +90,8 @@ def summary_curves(table: pa.Table, counts: list[int]) -> tuple[pa.Table, list[i
 def encode_batch(tables: dict[str, pa.Table | Recorder], params: dict[str, dict[str, torch.Tensor]],
                  curves: str = "summary") -> Encoded:
     """The metrics ``tables`` (config hash -> table of ``recorder.SCHEMA``, or the Recorder that makes it) as the
-    bytes of one checksummed parquet file, of their rows that ``curves`` keeps (CURVES), ``params`` (config hash ->
+    bytes of one parquet file with checksummed pages (the sha256 of the whole file is what the index rows of its
+    runs record, ``BatchStore``), of their rows that ``curves`` keeps (CURVES), ``params`` (config hash ->
     state dict; may be empty) as the bytes of one torch file, and the file's name: what ``write_batch`` writes (a
     Dask worker encodes its batch, the driver only writes)."""
     table, rows = joined_table(list(tables.values()), ends_only if curves == "summary" else None)
@@ -103,7 +104,8 @@ def encode_batch(tables: dict[str, pa.Table | Recorder], params: dict[str, dict[
             pa.array(codes), pa.array([h for h, _ in held], pa.string())))
     saved = params_bytes(_one_storage_per_kind(params)) if params else None
     meta = {PARAMS_SHA256: hashlib.sha256(saved).hexdigest().encode()} if saved is not None else None
-    return batch_file(tables), parquet_bytes(table.replace_schema_metadata(meta)), saved
+    # no sha256 of the values inside: the index records the sha256 of the whole file, checked on every read
+    return batch_file(tables), parquet_bytes(table.replace_schema_metadata(meta), values_sha256=False), saved
 
 
 def _one_storage_per_kind(params: dict[str, dict[str, torch.Tensor]]) -> dict[str, dict[str, torch.Tensor]]:
