@@ -173,3 +173,30 @@ def test_a_large_spec_expanded_with_a_forked_helper_gives_the_points_of_one_proc
 
     done = subprocess.run([sys.executable, "-c", HELPED, str(QUICK)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "same points" in done.stdout, done.stderr[-2000:]
+
+
+def test_points_of_a_seeds_axis_made_from_templates_equal_points_validated_whole(monkeypatch):
+    """``PointConfigs``: a point that differs from a template in its seed only is the template with that seed; every
+    point equals its whole validation (values, hash, fields set), with one template kept (evicted at every other
+    axis value) too; a seed Config refuses is refused with the message of a whole validation."""
+    import pickle
+
+    from lipschitz_icl.sweep.expansion import PointConfigs, _point_config
+
+    spec = {"base": str(QUICK), "grid": {"task.L": [0.5, 2.0], "train.lr": [0.5, 1.0]}, "seeds": [3, 0, 7]}
+    sweep = load_sweep(spec, fused=False)
+    for kept in (256, 1):
+        monkeypatch.setattr(PointConfigs, "TEMPLATES", kept)
+        configs = PointConfigs(sweep.spec, sweep.base, {}, False)
+        for p in sweep.points + sweep.points[::-1]:  # reversed: each template evicted before its next use
+            whole, made = _point_config(sweep.spec, sweep.base, p.axes, {}, False), configs(p.axes)
+            assert made.model_dump() == whole.model_dump() and made.model_fields_set == whole.model_fields_set
+            assert made.config_hash() == whole.config_hash() == p.config_hash
+        assert len(configs._templates) == min(kept, 4)
+        assert not pickle.loads(pickle.dumps(configs))._templates  # pickled without them
+    with pytest.raises(UserInputError) as whole:
+        load_sweep({**spec, "seeds": [2**63]}, fused=False)
+    with pytest.raises(UserInputError) as templated:
+        load_sweep({**spec, "seeds": [0, 2**63]}, fused=False)
+    assert str(templated.value) == str(whole.value)  # the same point's error: the seed refused, as without templates
+    assert "seeds.seed" in str(whole.value), str(whole.value)

@@ -187,7 +187,9 @@ def execute_points(
             recorder = BatchStore(sweep_dir, index, len(todo), progress, run_dirs, keep.curves)
             if progress is not None:
                 progress(0, 0, len(todo))
-            alone = plan_batches(todo, batch) if client is None and (chosen or workers == 1) else None
+            # one batch (never more points than a batch holds): trained in this process unless --workers says else
+            one = workers == 1 or chosen and len(todo) <= max(batch or 0, MAX_BATCH)
+            alone = plan_batches(todo, batch) if client is None and one else None
             if alone is not None and (workers == 1 or len(alone) == 1):  # one batch: a second process costs
                 run_in_process(alone, recorder, keep, every, not run_dirs, recorder.refresh)  # more than it saves
             elif todo and client is None and plan is None and fork_safe():  # this machine: forked processes
