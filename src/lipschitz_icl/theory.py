@@ -51,9 +51,12 @@ class Theory:
     undefined: str | None = None  # why the quantities above are None (continuous inputs), or the regime (delta = 0)
 
     def as_dict(self) -> dict:
-        out = {f.name: getattr(self, f.name) for f in fields(self)}  # numbers and text: no deep copy (asdict's)
+        out = {name: getattr(self, name) for name in _THEORY_FIELDS}  # numbers and text: no deep copy (asdict's)
         why = out.pop("undefined")
         return out if why is None else {**out, "theory_undefined": why}
+
+
+_THEORY_FIELDS = tuple(f.name for f in fields(Theory))  # read once: dataclasses.fields costs ~5 us a call
 
 
 def nondegeneracy(kernel: KernelEstimate, V: torch.Tensor, L: float) -> tuple[float, float]:

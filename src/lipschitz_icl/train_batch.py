@@ -48,8 +48,9 @@ def train_batched(
     returns one TrainOutcome per run, with the scores it ended at as ``final_scores``."""
     batch = type(engines[0]).stack(engines, [c.train.lr for c in cfgs])
     states = BatchStates(cfgs, compiled=bool(getattr(batch, "fused", False)))
-    _BatchLoop(cfgs, batch, states, recorders, on_record, on_finish, on_step).run()
-    return [states.outcome(i) for i in range(len(cfgs))]
+    loop = _BatchLoop(cfgs, batch, states, recorders, on_record, on_finish, on_step)
+    loop.run()
+    return loop.outcomes  # type: ignore[return-value] - every run has ended: each has its outcome
 
 
 class _BatchLoop:
@@ -63,6 +64,7 @@ class _BatchLoop:
         self.last_step = max(c.train.steps for c in cfgs)
         self.records = BatchRecords(len(cfgs), batch.M.shape[-1], self.last_step + 1)
         self.rows = np.arange(len(cfgs))
+        self.outcomes: list[TrainOutcome | None] = [None] * len(cfgs)  # each run's, made once as it ends
         self.tracked = any(r.tracker is not None for r in recorders)  # some run is watched live (--tracker)
         # fused batches with compiled stopping rules: the steps at which nothing is recorded, compiled end to end
         quiet = getattr(batch, "quiet_inputs", None)
@@ -136,9 +138,11 @@ class _BatchLoop:
         for j, i in zip(ended.tolist(), runs.tolist(), strict=True):
             self.states.final_scores[i] = self.batch.M[j].detach().clone()
             self.records.hand_over(i, self.recorders[i])
+        for i in runs.tolist():
+            self.outcomes[i] = self.states.outcome(i)
         if self.on_finish is not None:
             for i in runs.tolist():
-                self.on_finish(i, self.states.outcome(i))
+                self.on_finish(i, self.outcomes[i])
 
     def _record(self, out, record: np.ndarray, losses: np.ndarray, mins: np.ndarray, wanted: np.ndarray | None
                 ) -> None:
