@@ -152,11 +152,13 @@ def test_ctrl_c_inside_on_run_reports_no_run_twice():
 
 
 def test_runs_that_differ_only_in_their_loop_are_twins_and_equal_single_runs(monkeypatch):
-    """Configs that differ only in what the training loop reads (eta, budget, epsilon, logging) are prepared once
-    and twinned (their count generators their own: sgd redraws every step), and each run equals its run alone."""
+    """Configs that differ only in what the training loop reads (eta, budget, epsilon, logging, the theory's
+    constants) are prepared once and twinned (their count generators their own: sgd redraws every step; a twin's
+    theory shared only where its constants are its twin's), and each run equals its run alone."""
     import lipschitz_icl.batch as batch_module
 
-    loops = [[], ["train.lr=0.5"], ["train.lr=2", "train.log_every=3"], ["train.eps=0.05", "train.steps=60"]]
+    loops = [[], ["train.lr=0.5"], ["train.lr=2", "train.log_every=3"], ["train.eps=0.05", "train.steps=60"],
+             ["theory.c=3", "train.lr=0.5"], ["theory.c=3", "theory.band=0.9"], ["train.lr=0.7"]]
     cfgs = _configs([[*base, *loop] for base in (["train.optimizer=sgd", "seed=3"], ["task.L=4"]) for loop in loops])
     prepared = []
     monkeypatch.setattr(batch_module, "prepare", lambda cfg: prepared.append(cfg) or li.api.prepare(cfg))

@@ -82,17 +82,18 @@ def plan_groups(configs: list[Config]) -> tuple[list[list[int]], list[int], dict
 def _twin_of(cfg: Config, built: tuple[Problem, Engine, Theory]) -> tuple[Problem, Engine, Theory] | None:
     """What ``prepare(cfg)`` gives, from the untrained ``built`` of a config that differs from ``cfg`` only in what
     the training loop reads (``LOOP_ONLY``): its problem (features, task, Sigma) shared, its engine's twin
-    (``Engine.twin``), its theory (``theory`` is loop-only) made again. None where the engine has no twin, or the
-    features come from a file (read again for each run)."""
-    problem, engine, _ = built
+    (``Engine.twin``), its theory shared too unless its ``theory`` section (loop-only) differs. None where the
+    engine has no twin, or the features come from a file (read again for each run)."""
+    problem, engine, theory = built
     twin = engine.twin() if cfg.features.kind != "file" else None
     if twin is None:
         return None
     torch.default_generator.manual_seed(cfg.seed)  # as ``prepare``
     if torch.cuda.is_initialized():
         torch.cuda.manual_seed_all(cfg.seed)
+    same_theory = problem.config.theory == cfg.theory  # the rest theory_of reads is not loop-only: shared
     problem = dataclasses.replace(problem, config=cfg)
-    return problem, twin, theory_of(problem)
+    return problem, twin, theory if same_theory else theory_of(problem)
 
 
 def run_many(configs: list[Config], progress: BatchProgressFn | None = None, on_run: RunFn | None = None,

@@ -195,9 +195,8 @@ class KernelEngine(Engine):
         return batch_key(self.spec)
 
     def load_final_scores(self, scores: torch.Tensor | None) -> None:
-        if scores is not None:
-            with torch.no_grad():
-                self.M.copy_(scores)
+        if scores is not None:  # into M's data, unrecorded (a no_grad block cost ~12 us a run)
+            self.M.detach().copy_(scores)
 
     def __init__(self, spec: KernelSpec) -> None:
         self.spec = spec
