@@ -378,7 +378,8 @@ def _as_array(x: torch.Tensor | np.ndarray) -> np.ndarray:
 def pandas() -> ModuleType:
     """pandas, imported when a table first becomes a DataFrame: training, recording and writing a run never need
     it, and its import is about 0.2 CPU-s of a 1.3 CPU-s ``lipschitz-icl run`` (docs/PERFORMANCE.md, "Start-up").
-    The package's one deferred import of a library (the modules that read results import pandas as usual)."""
+    The package's one deferred import of a library: here, and in the sweep's index and results readers, whose
+    ``sweep run`` trains, stores and counts its runs without pandas (the other readers import it as usual)."""
     return importlib.import_module("pandas")
 
 

@@ -6,25 +6,30 @@ from __future__ import annotations
 import io
 import math
 import time
+from collections import Counter
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import pandas as pd
 import typer
 from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
 from ..errors import UserInputError
+from ..recorder import pandas
 from ..store import atomic_write_bytes, atomic_write_text
 from ..sweep import ClusterPlan, Sweep, is_running, load_index, load_sweep, run_sweep
 from ..sweep.dask_backend import SchedulerLost
-from ..sweep.execute import warm_workers
+from ..sweep.execute import point_statuses, warm_workers
 from ..sweep.jobqueue import DEFAULT_WALLTIME, MEMORY_PER_WORKER_GB, checked_plan
 from ..sweep.kernel_step import with_dir_step
 from .common import err, fail, one_line, out, progress_bar, sigterm_as_interrupt, user_errors
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class _RunByDefault(TyperGroup):
@@ -132,15 +137,16 @@ def run_command(
             _dry_run(plan, sweep, target)
             return
         start = time.perf_counter()
-        rows, todo = _run_with_bar(sweep.name, target, plan, scheduler, lambda progress: run_sweep(
+        todo = _run_with_bar(sweep.name, target, plan, scheduler, lambda progress: run_sweep(
             sweep, target, workers, scheduler, retry_failed, force, progress, batch=batch, run_dirs=run_dirs,
-            cluster=plan or "local", curves=None if curves is None else curves.value))
-    _report(sweep.name, rows, todo, time.perf_counter() - start, target)
+            cluster=plan or "local", curves=None if curves is None else curves.value, rows=False))
+        statuses = point_statuses(target, sweep.points)  # from the index: no rows built, pandas not imported
+    _report(sweep.name, statuses, todo, time.perf_counter() - start, target)
 
 
 def _run_with_bar(name: str, target: Path, plan: ClusterPlan | None, scheduler: str | None,
-                  run: Callable[[Callable[[int, int, int], None]], pd.DataFrame]) -> tuple[pd.DataFrame, int]:
-    """``run(progress)`` under a progress bar: (its index rows, the number of runs it had to do). Ctrl-C (exit 130),
+                  run: Callable[[Callable[[int, int, int], None]], object]) -> int:
+    """``run(progress)`` under a progress bar: the number of runs it had to do. Ctrl-C (exit 130),
     a write error and a lost scheduler or cluster (exit 1) are one line each, saying what is kept."""
     with progress_bar(transient=False, eta=True, auto_refresh=False) as bar, sigterm_as_interrupt():
         task = bar.add_task(f"sweep {escape(name)}", total=None, info="")
@@ -156,7 +162,7 @@ def _run_with_bar(name: str, target: Path, plan: ClusterPlan | None, scheduler: 
             bar.refresh()  # no thread redraws it (the sweep forks): the sweep calls this every REFRESH_S at least
 
         try:
-            rows = run(progress)
+            run(progress)
         except KeyboardInterrupt:
             err.print(f"[yellow]interrupted:[/] finished runs are kept in {escape(str(target))}; "
                       "run the same command to resume", soft_wrap=True, highlight=False)
@@ -166,7 +172,7 @@ def _run_with_bar(name: str, target: Path, plan: ClusterPlan | None, scheduler: 
         except SchedulerLost as e:
             where = f"--scheduler {scheduler}" if plan is None else f"--cluster {plan.kind}"
             fail(f"{where}: {e}; the runs recorded are kept in {target}: run the same command to resume", 1)
-    return rows, todo
+    return todo
 
 
 def _jobs(plan: ClusterPlan, runs: int) -> str:
@@ -185,18 +191,19 @@ def _dry_run(plan: ClusterPlan, sweep: Sweep, target: Path) -> None:
               soft_wrap=True)
 
 
-def _report(name: str, rows: pd.DataFrame, todo: int, elapsed: float, target: Path) -> None:
-    """The sweep's last lines: its runs by status, how many ran; exit 1 when some are recorded failed."""
-    counts = rows["status"].value_counts().to_dict()
+def _report(name: str, statuses: list[str], todo: int, elapsed: float, target: Path) -> None:
+    """The sweep's last lines: its runs by status (``statuses``: each run's), how many ran; exit 1 when some are
+    recorded failed."""
+    counts = Counter(statuses)
     shown = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-    skipped = len(rows) - todo
+    skipped = len(statuses) - todo
     out.print(
-        f"sweep {escape(name)}: {len(rows)} runs ({escape(shown)}); ran {todo}, skipped {skipped} already done; "
+        f"sweep {escape(name)}: {len(statuses)} runs ({escape(shown)}); ran {todo}, skipped {skipped} already done; "
         f"{elapsed:.1f} s. Results: {escape(str(target))}",
         highlight=False,
         soft_wrap=True,
     )
-    failed_now = int((rows["status"] == "failed").sum())
+    failed_now = counts["failed"]
     if failed_now:
         err.print(f"[red]{failed_now} runs failed[/]: `lipschitz-icl sweep status {escape(str(target))}` lists "
                   "their errors; --retry-failed reruns them", soft_wrap=True, highlight=False)
@@ -232,7 +239,7 @@ def status_command(
 
 
 def _cell(v: object) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA:
+    if v is None or (isinstance(v, float) and math.isnan(v)) or v is pandas().NA:
         return "-"
     if isinstance(v, float):
         return f"{v:.4g}"

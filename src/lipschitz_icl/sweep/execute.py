@@ -16,10 +16,9 @@ import itertools
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from .. import NUMERICS_REVISION
 from ..config import Config
@@ -37,6 +36,9 @@ from .results import RESULTS_DIR, check_curves, remove_unnamed
 from .spec import Point, Sweep, load_sweep
 from .storing import BatchStore, ProgressFn
 from .worker import Keep, failed_summary
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 NUMERICS_FILE = "numerics.txt"  # the NUMERICS_REVISION the sweep's finished rows were computed under
 LOCK_FILE = ".lock"
@@ -156,8 +158,10 @@ def execute_points(
     batch: int | None = DEFAULT_BATCH,
     run_dirs: bool = False,
     plan: ClusterPlan | None = None,
-) -> pd.DataFrame:
-    """Run the points that have no finished row in ``out``'s index; return their index rows.
+    rows: bool = True,
+) -> pd.DataFrame | None:
+    """Run the points that have no finished row in ``out``'s index; return their index rows (``rows`` False:
+    None, and pandas is never imported; ``point_statuses`` tells the points' statuses).
 
     ``--workers 1`` (and no scheduler or cluster ``plan``) runs points in this process; otherwise every point
     runs in another process, never here: on this machine each batch in a process forked from this one,
@@ -203,7 +207,15 @@ def execute_points(
     finally:
         if client is not None:
             close_client(client, cluster)
-    return _rows_of(sweep_dir, points)
+    return _rows_of(sweep_dir, points) if rows else None
+
+
+def point_statuses(sweep_dir: str | Path, points: Sequence[Point]) -> list[str]:
+    """The status of each point in the index of ``sweep_dir``, in order (``pending`` for a point it lacks): what the
+    command line reports of a sweep it ran, read without building the rows of ``load_index``."""
+    with Index(sweep_dir) as index:
+        statuses = index.statuses()
+    return [statuses.get(p.config_hash, "pending") for p in points]
 
 
 @contextlib.contextmanager
@@ -296,9 +308,11 @@ def run_sweep(
     jobs: int | None = None,
     curves: str | None = None,
     fused: bool | None = None,
-) -> pd.DataFrame:
+    rows: bool = True,
+) -> pd.DataFrame | None:
     """Run a sweep spec (a YAML path, a mapping, or a loaded ``Sweep``) into ``out`` (default
-    ``sweeps/<name>``) and return its rows of the index, in spec order.
+    ``sweeps/<name>``) and return its rows of the index, in spec order (``rows`` False: None, without importing
+    pandas; ``point_statuses`` then tells the runs' statuses).
 
     ``workers``: processes on this machine, each batch forked from this one (default: one per core; 1 runs in this
     process); ``scheduler``: address of an existing Dask scheduler instead.
@@ -328,7 +342,7 @@ def run_sweep(
     return execute_points(sweep.points, out, workers, scheduler, retry_failed, force, progress,
                           spec_yaml=sweep.resolved_yaml(), name=sweep.name,
                           keep=Keep(sweep.spec.params, curves or sweep.spec.curves),
-                          batch=batch, run_dirs=run_dirs, plan=plan)
+                          batch=batch, run_dirs=run_dirs, plan=plan, rows=rows)
 
 
 def run_configs(

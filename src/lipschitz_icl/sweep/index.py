@@ -19,11 +19,13 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UserInputError
+from ..recorder import pandas
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 INDEX_FILE = "index.sqlite"
 RUNS_DIR = "runs"
@@ -242,6 +244,7 @@ def _read_runs(path: Path, current_only: bool = False, stored: str = "results") 
         except sqlite3.Error as e:
             last = e
             continue
+        pd = pandas()
         try:
             frame = pd.read_sql_query(_runs_query(db, current_only), db)
             frame = frame.merge(_stored(db, stored), on="config_hash", how="left", validate="one_to_one")
@@ -256,7 +259,7 @@ def _read_runs(path: Path, current_only: bool = False, stored: str = "results") 
 
 def _stored(db: sqlite3.Connection, columns: str) -> pd.DataFrame:
     """``columns`` of the ``stored`` table (none in an index made before it existed; a column added since: null)."""
-    names = ["config_hash", *columns.split(", ")]
+    names, pd = ["config_hash", *columns.split(", ")], pandas()
     if not db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (STORED_TABLE,)).fetchone():
         return pd.DataFrame({n: pd.Series(dtype=object) for n in names})
     there = _columns(db, STORED_TABLE)
@@ -280,7 +283,7 @@ def check_types(frame: pd.DataFrame, path: Path) -> None:
     for name, kind, _ in COLUMNS:
         column = frame[name]
         text = kind.startswith("TEXT")
-        found = "empty" if column.isna().all() else pd.api.types.infer_dtype(column, skipna=True)
+        found = "empty" if column.isna().all() else pandas().api.types.infer_dtype(column, skipna=True)
         if found not in ({"string", "empty"} if text else NUMBERS):
             raise UserInputError(f"{path}: holds values a sweep index cannot hold (column {name}: {found} values, "
                                  f"{'text' if text else 'numbers'} expected)")
@@ -321,8 +324,9 @@ def load_index(sweep_dir: str | Path, expand_axes: bool = True, current_only: bo
     check_types(frame, path)
     check_run_names(frame["name"], path)
     results = [r if isinstance(r, str) else None for r in frame["results"]]
-    frame["results"] = pd.Series(results, index=frame.index, dtype=object)  # None, never NaN: a missing file
-    frame["run_dir"] = pd.Series([None if r else str(Path(sweep_dir) / RUNS_DIR / n) for n, r in
+    series = pandas().Series
+    frame["results"] = series(results, index=frame.index, dtype=object)  # None, never NaN: a missing file
+    frame["run_dir"] = series([None if r else str(Path(sweep_dir) / RUNS_DIR / n) for n, r in
                                   zip(frame["name"], results, strict=True)], index=frame.index, dtype=object)
     try:
         for col in ("seed", "steps", "T_1", "T_eps", "point"):

@@ -18,18 +18,18 @@ import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import torch
 
 from ..api import Run, load_run
+from ..arrow_np import arrow_numbers, arrow_text
 from ..checksums import sha256_hex
 from ..config import validate_config
 from ..errors import UserInputError
-from ..recorder import SCHEMA, Recorder, joined_table, metrics_frame, thin_rows
+from ..recorder import SCHEMA, Recorder, joined_table, metrics_frame, pandas, thin_rows
 from ..store import (
     METRICS_FILE,
     SUMMARY_FILE,
@@ -43,6 +43,9 @@ from ..store import (
     recorded_digests,
 )
 from .index import DIGEST, FINISHED, INDEX_FILE, RUNS_DIR, load_index
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 RESULTS_DIR = "results"
 PARAMS_SUFFIX = ".params.pt"
@@ -101,7 +104,7 @@ def encode_batch(tables: dict[str, pa.Table | Recorder], params: dict[str, dict[
     else:
         codes = np.repeat(np.arange(len(held), dtype=np.int32), [n for _, n in held])
         table = table.add_column(0, pa.field(KEY, KEY_TYPE), pa.DictionaryArray.from_arrays(
-            pa.array(codes), pa.array([h for h, _ in held], pa.string())))
+            arrow_numbers(codes), arrow_text([h for h, _ in held])))  # pa.array would import pandas (arrow_np)
     saved = params_bytes(_one_storage_per_kind(params)) if params else None
     meta = {PARAMS_SHA256: hashlib.sha256(saved).hexdigest().encode()} if saved is not None else None
     # no sha256 of the values inside: the index records the sha256 of the whole file, checked on every read
@@ -347,5 +350,5 @@ def load_metrics(sweep_dir: str | Path, current_only: bool = False) -> pd.DataFr
             continue
         parts.append(table.add_column(0, "name", pa.repeat(pa.scalar(row.name, pa.string()), table.num_rows)))
     if not parts:
-        return metrics_frame(SCHEMA.empty_table()).assign(name=pd.Series(dtype=object))[["name", *SCHEMA.names]]
+        return metrics_frame(SCHEMA.empty_table()).assign(name=pandas().Series(dtype=object))[["name", *SCHEMA.names]]
     return metrics_frame(pa.concat_tables(parts))
