@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import lipschitz_icl as li
 from lipschitz_icl.bench.registry import Size
 from lipschitz_icl.bench.sections.startup import startup
 from lipschitz_icl.cli import COMMANDS
 
+QUICK = Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml"
 HEAVY = ("matplotlib", "scipy", "pandas", "lipschitz_icl.papers", "lipschitz_icl.reproduce", "dask")
 CHILD = """
 import json, sys
@@ -75,3 +77,34 @@ def test_the_heap_is_frozen_once_a_command_has_ended():
             "try:\n    entry()\nexcept SystemExit:\n    pass\nprint(gc.get_freeze_count())\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
     assert proc.stdout.startswith("lipschitz-icl ") and int(proc.stdout.split()[-1]) > 10_000, proc.stdout
+
+
+SPIED = """
+import importlib.abc, json, os, sys
+ATTEMPTS = sys.argv[2]
+class Spy(importlib.abc.MetaPathFinder):  # any process, the forked lanes too: each attempt appended to a file
+    def find_spec(self, name, path, target=None):
+        if name == "pandas":
+            with open(ATTEMPTS, "a") as fh:
+                fh.write(f"{os.getpid()}\\n")
+sys.meta_path.insert(0, Spy())
+sys.argv = ["lipschitz-icl", *json.loads(sys.argv[1])]
+from lipschitz_icl.__main__ import entry
+entry()
+"""
+
+
+def test_a_sweep_runs_and_reports_without_pandas_in_any_process(tmp_path):
+    """``sweep run`` expands, trains (in forked lanes), stores and counts its runs without importing pandas, in the
+    driver or a lane (pyarrow's ``pa.array`` imports it: ``arrow_np``); reading the sweep back makes DataFrames."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"base: {QUICK}\noverrides: [train.steps=20]\ngrid:\n  task.L: [0.5, 1]\nseeds: 3\n")
+    attempts = tmp_path / "pandas.txt"
+    args = ["sweep", "run", str(spec), "--out", str(tmp_path / "sw"), "--workers", "2", "--batch", "2"]
+    proc = subprocess.run([sys.executable, "-c", SPIED, json.dumps(args), str(attempts)], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0 and "6 runs" in proc.stdout, proc.stdout + proc.stderr[-2000:]
+    assert not attempts.exists(), attempts.read_text()
+    from lipschitz_icl.sweep import load_index
+
+    assert len(load_index(tmp_path / "sw")) == 6
