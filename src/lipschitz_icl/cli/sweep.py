@@ -21,9 +21,9 @@ from typer.core import TyperGroup
 from ..errors import UserInputError
 from ..recorder import pandas
 from ..store import atomic_write_bytes, atomic_write_text
-from ..sweep import ClusterPlan, Sweep, is_running, load_index, load_sweep, run_sweep
+from ..sweep import ClusterPlan, Sweep, is_running, load_index, load_sweep, point_statuses, run_sweep
 from ..sweep.dask_backend import SchedulerLost
-from ..sweep.execute import point_statuses, warm_workers
+from ..sweep.execute import warm_workers
 from ..sweep.jobqueue import DEFAULT_WALLTIME, MEMORY_PER_WORKER_GB, checked_plan
 from ..sweep.kernel_step import with_dir_step
 from .common import err, fail, one_line, out, progress_bar, sigterm_as_interrupt, user_errors

@@ -12,7 +12,7 @@
 See docs/SWEEPS.md for the spec format, the store layout and the index schema.
 """
 
-from .execute import default_workers, is_running, run_configs, run_sweep
+from .execute import default_workers, is_running, point_statuses, run_configs, run_sweep
 from .index import FINISHED, INDEX_FILE, Index, load_index
 from .jobqueue import ClusterPlan, plan_cluster
 from .results import load_metrics, load_runs
@@ -22,5 +22,5 @@ from .worker import execute_config
 __all__ = [
     "FINISHED", "INDEX_FILE", "MAX_POINTS", "ClusterPlan", "Index", "Point", "Sweep", "SweepSpec", "default_workers",
     "execute_config", "is_running", "load_index", "load_metrics", "load_runs", "load_sweep", "parse_range",
-    "plan_cluster", "run_configs", "run_sweep",
+    "plan_cluster", "point_statuses", "run_configs", "run_sweep",
 ]

@@ -172,11 +172,7 @@ def execute_points(
     anything is written. Results are stored by batch (``results``), or with ``run_dirs`` in one directory per run;
     of each run what ``keep`` says (its params or not, its curves in summary or in full)."""
     sweep_dir = Path(out)
-    chosen, workers = workers is None, default_workers() if workers is None else workers
-    if workers < 1:
-        raise UserInputError(f"--workers must be >= 1 (got {workers})")
-    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
-        raise UserInputError(f"--batch must be an integer >= 1 (got {batch!r})")
+    chosen, workers = _checked_sizes(workers, batch)
     every = flush_every()  # a bad LIPSCHITZ_ICL_FLUSH_S is refused before anything is written
     check_curves(keep.curves)
     check_sweep_dir(sweep_dir, name, force)
@@ -208,6 +204,16 @@ def execute_points(
         if client is not None:
             close_client(client, cluster)
     return _rows_of(sweep_dir, points) if rows else None
+
+
+def _checked_sizes(workers: int | None, batch: int | None) -> tuple[bool, int]:
+    """(whether the number of workers is the default, that number); a bad ``--workers`` or ``--batch``: one line."""
+    chosen, workers = workers is None, default_workers() if workers is None else workers
+    if workers < 1:
+        raise UserInputError(f"--workers must be >= 1 (got {workers})")
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
+        raise UserInputError(f"--batch must be an integer >= 1 (got {batch!r})")
+    return chosen, workers
 
 
 def point_statuses(sweep_dir: str | Path, points: Sequence[Point]) -> list[str]:
