@@ -218,8 +218,10 @@ def _checked_sizes(workers: int | None, batch: int | None) -> tuple[bool, int]:
 
 def point_statuses(sweep_dir: str | Path, points: Sequence[Point]) -> list[str]:
     """The status of each point in the index of ``sweep_dir``, in order (``pending`` for a point it lacks): what the
-    command line reports of a sweep it ran, read without building the rows of ``load_index``."""
+    command line reports of a sweep it ran, read without building the rows of ``load_index`` (a column holding
+    values of another type is refused, as there)."""
     with Index(sweep_dir) as index:
+        index.check_types()
         statuses = index.statuses()
     return [statuses.get(p.config_hash, "pending") for p in points]
 

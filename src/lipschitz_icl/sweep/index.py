@@ -160,6 +160,17 @@ class Index:
     def statuses(self) -> dict[str, str]:
         return dict(self.db.execute("SELECT config_hash, status FROM runs"))
 
+    def check_types(self) -> None:
+        """``check_types`` in SQL, without reading the rows: every column of ``runs`` holds values of its type or
+        nulls (what ``sweep run`` checks of the index it reports from)."""
+        for name, kind, _ in COLUMNS:
+            text = kind.startswith("TEXT")
+            allowed = "('text', 'null')" if text else "('integer', 'real', 'null')"
+            found = self.db.execute(f"SELECT typeof({name}) FROM runs WHERE typeof({name}) NOT IN {allowed} "
+                                    "LIMIT 1").fetchone()
+            if found is not None:
+                raise _bad_column(self.path, name, found[0], text)
+
     def names(self) -> dict[str, str]:
         """config hash -> run directory name, of every row (each checked to be one plain folder name)."""
         names = dict(self.db.execute("SELECT config_hash, name FROM runs"))
@@ -285,8 +296,12 @@ def check_types(frame: pd.DataFrame, path: Path) -> None:
         text = kind.startswith("TEXT")
         found = "empty" if column.isna().all() else pandas().api.types.infer_dtype(column, skipna=True)
         if found not in ({"string", "empty"} if text else NUMBERS):
-            raise UserInputError(f"{path}: holds values a sweep index cannot hold (column {name}: {found} values, "
-                                 f"{'text' if text else 'numbers'} expected)")
+            raise _bad_column(path, name, found, text)
+
+
+def _bad_column(path: Path, name: str, found: str, text: bool) -> UserInputError:
+    return UserInputError(f"{path}: holds values a sweep index cannot hold (column {name}: {found} values, "
+                          f"{'text' if text else 'numbers'} expected)")
 
 
 def _axes_of(texts: list[str]) -> list[Any]:
