@@ -18,6 +18,7 @@ import torch
 from lipschitz_icl import threads
 from lipschitz_icl.batch import run_many
 from lipschitz_icl.engines.sampled import SampledEngine
+from lipschitz_icl.engines.sampled_batch import SampledBatch
 from lipschitz_icl.experiments import Context, base_config, registry, run_experiments
 from lipschitz_icl.experiments.claims import claim
 from lipschitz_icl.sweep.worker import execute_config
@@ -63,20 +64,21 @@ def threads_seen(monkeypatch):
     monkeypatch.setattr(threads, "cores", lambda: 4)  # the setting is never lowered to this machine's cores
     monkeypatch.setenv(THREADS_ENV, "2")
     seen: set[int] = set()
-    step = SampledEngine.forward_backward
+    for cls in (SampledEngine, SampledBatch):  # a run alone, and runs stepped together (``train_stacked``)
+        step = cls.forward_backward
 
-    def counting(self):
-        seen.add(torch.get_num_threads())
-        return step(self)
+        def counting(self, *rows, step=step):
+            seen.add(torch.get_num_threads())
+            return step(self, *rows)
 
-    monkeypatch.setattr(SampledEngine, "forward_backward", counting)
+        monkeypatch.setattr(cls, "forward_backward", counting)
     return seen
 
 
 def test_run_many_trains_a_run_alone_with_the_callers_threads(threads_seen):
     cfg = base_config([*SAMPLED, "train.steps=3"])
     with torch_threads(1):
-        run_many([cfg])  # reproduce's and the sweeps' path: not batchable, trained alone
+        run_many([cfg])  # reproduce's and the sweeps' path: stepped together (a group of one)
         assert execute_config(cfg.model_dump(mode="json"))["summary"]["status"] == "budget"  # a sweep worker's
     assert threads_seen == {1}
 

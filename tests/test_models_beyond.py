@@ -7,7 +7,7 @@ import torch
 import lipschitz_icl as li
 from lipschitz_icl.config import validate_config
 from lipschitz_icl.engines import build_engine, draw_prompts, make_generator
-from lipschitz_icl.engines.sampled import attention_by_feature
+from lipschitz_icl.engines.prompts import attention_by_feature
 from lipschitz_icl.errors import ConfigError
 from lipschitz_icl.models import FactoredAttention, ReducedAttention, effective_Q, make_model
 from lipschitz_icl.problem import build_problem

@@ -21,7 +21,7 @@ import pandas as pd
 import torch
 
 from .api import Run, load_run
-from .engines.sampled import draw_prompts
+from .engines.prompts import draw_prompts
 from .errors import UserInputError
 from .evaluate import load_model
 from .features import make_features

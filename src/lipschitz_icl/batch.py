@@ -17,6 +17,11 @@ trainer is this batched trainer with one run, and every number of a run is compu
 run's slices only (see ``engines.kernel_grad``). Summaries are equal too, except ``wall_s``
 (time from the start of the batch to the end of that run).
 
+Small sampled-engine runs of one shape (``Engine.stackable``: the single-matrix models, at most
+``sampled_batch.STACK_TOKENS`` tokens a step) take their steps together instead (``train_stacked``): their
+functions evaluated and their loss differentiated in one call, everything else per run, with the numbers, bit
+for bit, of each run trained alone by ``train.train``.
+
 Threads: every run, batched or trained alone, takes the caller's torch threads (a run's float
 reductions depend on their number), never ``LIPSCHITZ_ICL_THREADS`` read again per run: reproduce and
 sweeps call it single-threaded, so their numbers do not depend on the environment of a session.
@@ -32,7 +37,7 @@ import torch
 from .api import Run, make_summary, prepare
 from .api import run as run_one
 from .config import Config, validate_config
-from .engines import Engine, batchable
+from .engines import Engine, batchable, stackable
 from .engines.kernel_spec import LOOP_ONLY
 from .interrupts import interrupt_latch
 from .numba_support import numba_installed
@@ -41,6 +46,7 @@ from .recorder import Recorder
 from .stopping import TrainOutcome
 from .theory import Theory, theory_of
 from .train_batch import StepFn, train_batched
+from .train_stacked import train_stacked
 
 BatchProgressFn = Callable[[int, int], None]  # (runs finished, runs in all)
 RunFn = Callable[[int, Run], None]  # (index of the config, its Run), the moment the run stops
@@ -60,11 +66,11 @@ class RunsInterrupted(KeyboardInterrupt):
 
 
 def plan_groups(configs: list[Config]) -> tuple[list[list[int]], list[int], dict]:
-    """Split config indices into groups that can share a batch and the rest (run one by one);
-    also returns the (problem, engine, theory) built for each batchable config."""
+    """Split config indices into groups that can share a batch (or take their steps together: ``stackable``) and
+    the rest (run one by one); also returns the (problem, engine, theory) built for each config of a group."""
     built, groups, together, rest = {}, {}, [], []
     for i, cfg in enumerate(configs):
-        (together if batchable(cfg) else rest).append(i)
+        (together if batchable(cfg) or stackable(cfg) else rest).append(i)
     # built in the order of what they share: configs that differ only in their training loop (a sweep's step
     # sizes) one after another, the first prepared, the rest its twins (``_twin_of``)
     shared = {i: configs[i].model_dump_json(exclude=LOOP_ONLY) for i in together}
@@ -76,7 +82,12 @@ def plan_groups(configs: list[Config]) -> tuple[list[list[int]], list[int], dict
     for i in together:
         engine = built[i][1]
         groups.setdefault((engine.name, engine.batch_key()), []).append(i)
-    return list(groups.values()), rest, built
+    cut = []  # runs that step together: at most ``stack_runs`` a group (the stacked tensors stay in the cache)
+    for members in groups.values():
+        engine = built[members[0]][1]
+        size = len(members) if engine.batchable(configs[members[0]]) else max(1, engine.stack_runs)
+        cut.extend(members[j:j + size] for j in range(0, len(members), size))
+    return cut, rest, built
 
 
 def _twin_of(cfg: Config, built: tuple[Problem, Engine, Theory]) -> tuple[Problem, Engine, Theory] | None:
@@ -149,8 +160,9 @@ def _train_group(configs: list[Config], group: list[int], built: dict, runs: lis
         done(i, Run(configs[i], summary,
                     recorders[pos], params=engine.model_state()))
 
-    train_batched([configs[i] for i in group], [built[i][1] for i in group], recorders, on_finish=finished,
-                  on_step=on_step)
+    engines = [built[i][1] for i in group]
+    trainer = train_batched if engines[0].batchable(configs[group[0]]) else train_stacked
+    trainer([configs[i] for i in group], engines, recorders, on_finish=finished, on_step=on_step)
 
 
 def _stop_if_interrupted(runs: list[Run | None], indices: list[int], check_interrupt: Callable[[], None]) -> None:

@@ -27,7 +27,7 @@ from .config import Config, EngineConfig, EvalConfig, ModelConfig, TrainConfig
 from .config_io import short
 from .contract import einsum
 from .engines import device_option, draw_prompts, make_generator, resolve_device
-from .engines.sampled import PromptBatch
+from .engines.prompts import PromptBatch
 from .errors import UserInputError
 from .features import FeatureSet
 from .limits import MAX_ENV, max_elements

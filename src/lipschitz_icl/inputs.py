@@ -5,7 +5,7 @@
                                      symmetric positive definite), times features.scale
 
 A ContinuousInputs answers the two calls that draw a prompt's tokens (``sample_ids``, ``tokens``)
-as a FeatureSet does, so ``engines.sampled.draw_prompts`` and every model take either. There is no
+as a FeatureSet does, so ``engines.prompts.draw_prompts`` and every model take either. There is no
 finite feature set: K = 0, every feature id is -1, and what needs one (the kernel engine, Sigma on
 the features, Delta, delta, L*, Attn_k) is refused or recorded as undefined, never made up.
 """

@@ -43,7 +43,7 @@ import torch.nn.functional as F
 
 from . import __version__
 from .api import Run, load_run
-from .engines.sampled import draw_prompts
+from .engines.prompts import draw_prompts
 from .errors import UserInputError
 from .evaluate import load_model
 from .problem import build_inputs

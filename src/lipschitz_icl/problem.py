@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from .config import Config
-from .engines.sampled import PromptBatch, draw_prompts
+from .engines.prompts import PromptBatch, draw_prompts
 from .features import FeatureSet, make_features
 from .inputs import ContinuousInputs, is_continuous, make_continuous
 from .recent import kept, new_cache, tensor_marks

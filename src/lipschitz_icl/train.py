@@ -15,7 +15,7 @@ from collections.abc import Callable
 import torch
 
 from .config import Config
-from .engines.base import Engine
+from .engines.base import Engine, StepOutput
 from .interrupts import interrupt_latch
 from .optim import make_optimizer
 from .recorder import Recorder
@@ -65,18 +65,25 @@ def _optimise(cfg: Config, engine: Engine, recorder: Recorder, progress: Progres
         check_interrupt()  # a Ctrl-C that some library swallowed is raised here
         state.steps = step
         out = engine.forward_backward()  # the loss and attention at this step, gradients filled
-        attn_self = torch.diagonal(out.attn).tolist()  # Attn_k (none for continuous inputs)
-        attn_min = float(torch.diagonal(out.attn).min()) if attn_self else math.nan
-        record, ended = state.observe(cfg, step, out.loss, attn_min, attn_self)
-        if record:
-            state.test_errors = engine.test_errors()
-            extra = {**state.test_errors, "grad_norm": _grad_norm(engine.parameters()), **engine.geometry()}
-            recorder.record(step, out.loss, out.attn, engine.scores(), extra, heads=out.heads)
-            if progress is not None:
-                progress(step, out.loss, attn_min)
-        if ended:
+        if observe_step(cfg, engine, recorder, state, step, out, progress):
             return
         opt.step()
+
+
+def observe_step(cfg: Config, engine: Engine, recorder: Recorder, state: RunState, step: int, out: StepOutput,
+                 progress: ProgressFn | None = None) -> bool:
+    """A step's stopping rules and, at a log step, its record (test errors, gradient norm, geometry, scores), from
+    ``out`` and the engine's model before its update. True when the run ends here."""
+    attn_self = torch.diagonal(out.attn).tolist()  # Attn_k (none for continuous inputs)
+    attn_min = float(torch.diagonal(out.attn).min()) if attn_self else math.nan
+    record, ended = state.observe(cfg, step, out.loss, attn_min, attn_self)
+    if record:
+        state.test_errors = engine.test_errors()
+        extra = {**state.test_errors, "grad_norm": _grad_norm(engine.parameters()), **engine.geometry()}
+        recorder.record(step, out.loss, out.attn, engine.scores(), extra, heads=out.heads)
+        if progress is not None:
+            progress(step, out.loss, attn_min)
+    return ended
 
 
 def interrupted_outcome(recorder: Recorder) -> TrainOutcome:

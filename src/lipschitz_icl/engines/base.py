@@ -78,6 +78,12 @@ class EngineBatch(Protocol):
     def keep(self, rows: list[int]) -> None: ...  # drop the runs that ended
 
 
+class StepBatch(Protocol):
+    """Runs of one engine stepped together, each exactly as alone (``Engine.stack_steps``)."""
+
+    def forward_backward(self, rows: list[int]) -> list[StepOutput | Exception]: ...  # each run's, or its error
+
+
 class Engine:
     """Interface. ``forward_backward`` fills .grad of ``parameters()`` and returns the step output.
 
@@ -88,9 +94,12 @@ class Engine:
       check_config      refuse configs the engine cannot run (raise ConfigError naming the field)
       working_set       its largest tensors, for the memory check before a run
       batchable, stack  whether runs of a config go through the batched trainer, and the batch
+      stackable, stack_steps  whether runs of a config that share a shape take their steps together (each
+                        one's numbers those of ``forward_backward``), and the runs so stepped
     """
 
     name: ClassVar[str] = ""
+    stack_runs: ClassVar[int] = 1  # runs that take their steps together at most (``stackable``)
     device: torch.device = torch.device("cpu")
 
     @classmethod
@@ -123,8 +132,19 @@ class Engine:
         """The runs of ``engines`` (equal ``batch_key``) as one batch, with step sizes eta."""
         raise NotImplementedError(f"engine {cls.name!r} has no batched trainer")
 
+    @classmethod
+    def stackable(cls, cfg: Config) -> bool:
+        """Whether runs of ``cfg`` take their steps together where several share a shape (``stack_steps``, trained
+        by ``train_stacked``; alone, a run trains by ``forward_backward``, with the same numbers): the one rule."""
+        return False
+
+    @classmethod
+    def stack_steps(cls, engines: list[Engine]) -> StepBatch:
+        """The runs of ``engines`` (equal ``batch_key``) stepped together."""
+        raise NotImplementedError(f"engine {cls.name!r} takes no steps together")
+
     def batch_key(self) -> tuple:
-        """Runs with equal keys can share a batch."""
+        """Runs with equal keys can share a batch (or take their steps together)."""
         raise NotImplementedError(f"engine {self.name!r} has no batched trainer")
 
     def load_final_scores(self, scores: torch.Tensor | None) -> None:

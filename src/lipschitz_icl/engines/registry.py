@@ -52,3 +52,8 @@ def build_engine(problem: Problem) -> Engine:
 def batchable(cfg: Config) -> bool:
     """Whether the run of ``cfg`` goes through the batched trainer (asked of its engine)."""
     return engine_class(cfg.engine.kind).batchable(cfg)
+
+
+def stackable(cfg: Config) -> bool:
+    """Whether runs of ``cfg`` take their steps together where several share a shape (asked of its engine)."""
+    return engine_class(cfg.engine.kind).stackable(cfg)

@@ -6,7 +6,6 @@ for full-batch gradient descent), runs the model, and takes 1/2 mean (y_hat - f(
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -16,81 +15,19 @@ from ..contract import einsum
 from ..errors import ConfigError
 from ..features import FeatureSet
 from ..geometry import prompt_metrics, query_distances
-from ..inputs import ContinuousInputs, records_geometry
+from ..inputs import records_geometry
 from ..models import effective_Q, is_linear
-from ..rng import make_generator, normals
-from ..tasks import TaskClass, check_finite
+from ..rng import make_generator
+from ..tasks import TaskClass
 from .base import Engine, Objective, SizeCheck, StepOutput
 from .kernel_spec import engine_inputs
+from .prompts import DRAW_DTYPES, PromptBatch, attention_by_feature, draw_prompts
 from .registry import register_engine
+from .sampled_batch import STACK_RUNS, SampledBatch, stack_key, stacking_pays
 
 if TYPE_CHECKING:
     from ..config import Config
     from ..problem import Problem
-
-
-DRAW_DTYPES = {"engine": None, "float32": torch.float32}  # prompt.draw_dtype -> the draws' dtype (None: engine.dtype)
-
-
-@dataclass
-class PromptBatch:
-    ids: torch.Tensor  # (B, N + 1) feature ids; the last is the query's
-    x: torch.Tensor  # (B, N + 1, d) tokens
-    y: torch.Tensor  # (B, N + 1) labels y_i = f(x_i) + tau eps_i (the query's label is clean)
-
-    @property
-    def target(self) -> torch.Tensor:
-        return self.y[:, -1]  # f(x_q)
-
-    @property
-    def x_ctx(self) -> torch.Tensor:
-        return self.x[:, :-1]  # (B, N, d) context tokens
-
-    @property
-    def y_ctx(self) -> torch.Tensor:
-        return self.y[:, :-1]  # (B, N) context labels
-
-    @property
-    def x_q(self) -> torch.Tensor:
-        return self.x[:, -1]  # (B, d) the query
-
-
-def draw_prompts(
-    fs: FeatureSet | ContinuousInputs, task: TaskClass, N: int, B: int, tau: float, gen: torch.Generator,
-    device: torch.device | str = "cpu", draw_dtype: torch.dtype | None = None,
-) -> PromptBatch:
-    """B prompts of N context tokens and a query from ``fs`` (features, or continuous inputs whose
-    feature ids are all -1), a function of ``task`` per prompt, labels f(x_i) + tau eps_i.
-    ``draw_dtype`` (prompt.draw_dtype; default: the tokens' dtype): the normals of the tokens and the label
-    noise are drawn in it (rng.normals), the task draws its functions in it and evaluates them in it, on the
-    tokens rounded to it; tokens (sphere tokens normalised in their own dtype) and labels come back in the
-    tokens' dtype."""
-    ids = fs.sample_ids((B, N + 1), gen)
-    x = fs.tokens(ids, gen, draw_dtype)
-    at = draw_dtype or x.dtype  # the dtype the functions are drawn and evaluated in
-    y = task.evaluate(task.sample(B, gen, at), x.to(at)).to(x.dtype)
-    y = check_finite(y, task.label)
-    if tau > 0:
-        noise = tau * normals((B, N), gen, y.dtype, draw_dtype)
-        y = torch.cat([y[:, :N] + noise, y[:, N:]], dim=1)
-    return PromptBatch(ids.to(device), x.to(device), y.to(device))
-
-
-def attention_by_feature(ids: torch.Tensor, attn: torch.Tensor, K: int) -> torch.Tensor:
-    """Average attention mass that queries of feature k put on context tokens of feature n.
-
-    ids (B, N + 1); attn (B, N) -> (K, K), or (B, *heads, N) -> (*heads, K, K) for models that
-    return one attention row per layer and head, e.g. (n_layers, n_heads, K, K).
-    """
-    ctx, q = ids[:, :-1], ids[:, -1]
-    lead = attn.shape[1:-1]
-    flat = attn.reshape(attn.shape[0], -1, attn.shape[-1])  # (B, H, N)
-    mass = torch.zeros(flat.shape[0], flat.shape[1], K, dtype=attn.dtype, device=attn.device)
-    mass.scatter_add_(2, ctx.unsqueeze(1).expand_as(flat), flat)  # (B, H, n)
-    sums = torch.zeros(K, flat.shape[1], K, dtype=attn.dtype, device=attn.device).index_add_(0, q, mass)
-    n_q = torch.bincount(q, minlength=K).to(attn.dtype).view(K, 1, 1)
-    out = (sums / n_q).transpose(0, 1)  # (H, K, K); NaN for a query feature absent from the batch
-    return out.reshape(*lead, K, K)
 
 
 @register_engine
@@ -100,6 +37,7 @@ class SampledEngine(Engine):
     minibatches of ``batch`` distinct prompts drawn from the M with the engine's generator)."""
 
     name = "sampled"
+    stack_runs = STACK_RUNS
 
     @classmethod
     def from_problem(cls, problem: Problem) -> SampledEngine:
@@ -118,6 +56,18 @@ class SampledEngine(Engine):
             raise ConfigError("engine.fused", "needs engine.kind=kernel (the sampled engine has no fused step)")
         if cfg.engine.train_prompts is not None and cfg.engine.resample:
             raise ConfigError("engine.resample", "cannot be true with a fixed training set (engine.train_prompts)")
+
+    @classmethod
+    def stackable(cls, cfg: Config) -> bool:
+        """Small runs of the single-matrix models (``sampled_batch.stacking_pays``)."""
+        return stacking_pays(cfg)
+
+    @classmethod
+    def stack_steps(cls, engines: list[Engine]) -> SampledBatch:
+        return SampledBatch(engines)  # type: ignore[arg-type] - equal batch keys: sampled engines
+
+    def batch_key(self) -> tuple:
+        return stack_key(self)
 
     @classmethod
     def working_set(cls, cfg: Config, tasks: dict[str, TaskClass]) -> list[SizeCheck]:

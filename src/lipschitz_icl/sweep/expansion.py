@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from ..batch import warm_fused_step
 from ..config import Config, FeatureFiles, _short, apply_overrides, validate_config
 from ..config_io import copied_along
-from ..engines import batchable
+from ..engines import batchable, stackable
 from ..errors import ConfigError, UserInputError
 from ..forked import ForkedCall, fork_available, single_threaded
 from .kernel_step import own_step, with_kernel_step
@@ -64,11 +64,15 @@ class Point:
 
 def batch_group(cfg: Config) -> tuple:
     """Which points may share a batch, from the config alone (the driver builds no problem): the shape-defining
-    settings of ``Engine.batch_key``; ``("alone",)`` for a point that cannot be batched. Points of one group whose
-    engines still differ (Sigma diagonal or not, say) are split again by ``batch.plan_groups`` on the worker."""
+    settings of ``Engine.batch_key`` (of runs that take their steps together: ``Engine.stackable``); ``("alone",)``
+    for a point that can be neither. Points of one group whose engines still differ (Sigma diagonal or not, say)
+    are split again by ``batch.plan_groups`` on the worker."""
+    e, f = cfg.engine, cfg.features
+    if stackable(cfg):  # runs that take their steps together: one shape and one task evaluation (``stack_key``)
+        return ("stacked", e.model_dump_json(), cfg.prompt.model_dump_json(), cfg.model.kind, f.kind, f.d,
+                cfg.task.model_dump_json(exclude={"label_noise"}), cfg.task.label_noise > 0)
     if not batchable(cfg):
         return ("alone",)
-    e, f = cfg.engine, cfg.features
     return (e.kind, e.model_dump_json(), f.kind, f.K, cfg.task.kind, cfg.task.label_noise > 0, cfg.train.optimizer)
 
 
