@@ -38,13 +38,14 @@ def test_bench_tiny_writes_every_section_and_target(tmp_path):
     assert {"cpu", "cores", "torch_threads"} <= set(report["machine"])
     assert {"torch", "lipschitz_icl"} <= set(report["versions"])
     sections = report["sections"]
-    assert {"step_time", "scaling", "memory", "batched", "evaluate", "reproduce"} <= set(sections)
+    assert {"step_time", "scaling", "memory", "batched", "stacked", "evaluate", "reproduce"} <= set(sections)
     assert not any("error" in s for s in sections.values()), {k: s.get("error") for k, s in sections.items()}
     names = " ".join(t["name"] for t in report["targets"])
-    for tag in ("(a)", "(b)", "(c)", "(d)", "(e)", "(g)"):
+    for tag in ("(a)", "(b)", "(c)", "(d)", "(e)", "(g)", "(l)"):
         assert tag in names
     batched = sections["batched"]["rows"][0]
     assert batched["identical metrics and summaries"] is True
+    assert all(row["identical metrics, summaries and parameters"] for row in sections["stacked"]["rows"])
     exps = {(e["engine"], e["scan"]): e["time exponent"] for e in sections["scaling"]["exponents"]}
     assert exps[("kernel", "d")] is not None and exps[("kernel", "N")] is not None
     assert sections["memory"]["rows"][0]["peak RSS MB"] > 10  # a real child process was measured

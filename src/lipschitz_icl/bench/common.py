@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import torch
 
 from ..api import prepare
 from ..api import run as run_one
+from ..batch import run_many
 from ..config import Config, load_config
 from ..engines.kernel_batch import KernelBatch
 
@@ -86,3 +88,27 @@ def q_from_scores(V: torch.Tensor, M: torch.Tensor) -> torch.Tensor:
     V = V.double()
     Vp = torch.linalg.pinv(V)  # (K, d)
     return Vp.T @ M.double().to(V.device).T @ Vp
+
+
+def together_and_alone(cfgs: list[Config]) -> tuple[list, list, list, float, float]:
+    """``cfgs`` trained by ``run_many`` (together where they can be), then one after another by ``api.run``, then by
+    ``run_many`` again: (first runs together, runs alone, second runs together, seconds alone, seconds together as
+    the mean of the two, to average out load on a shared machine)."""
+    t0 = time.perf_counter()
+    first = run_many(cfgs)
+    t_first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    alone = [run_one(c, write=False) for c in cfgs]
+    t_alone = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    second = run_many(cfgs)
+    return first, alone, second, t_alone, (t_first + time.perf_counter() - t0) / 2
+
+
+def same_run(a, b, params: bool = False) -> bool:
+    """Whether two Runs have equal metrics and summaries (but ``wall_s``), and with ``params`` equal parameters."""
+    sa = {k: v for k, v in a.summary.items() if k != "wall_s"}
+    sb = {k: v for k, v in b.summary.items() if k != "wall_s"}
+    same_params = not params or (a.params.keys() == b.params.keys() and all(a.params[k].equal(b.params[k])
+                                                                            for k in a.params))
+    return a.metrics.equals(b.metrics) and sa == sb and same_params

@@ -6,6 +6,7 @@ from . import (  # noqa: F401  (registration)
     memory,
     reproduce,
     scaling,
+    stacked,
     startup,
     step_floor,
     step_time,

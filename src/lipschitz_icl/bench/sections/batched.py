@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
-from ...api import run as run_one
-from ...batch import run_many
 from ...config import load_config
-from ..common import REPO_ROOT, config
+from ..common import REPO_ROOT, config, same_run, together_and_alone
 from ..registry import Size, Target, register
 
 CUDA_WHY = ("on CUDA the libraries may choose kernels by batch size, so batched runs equal single ones to rounding, "
@@ -31,12 +27,6 @@ def sweep_configs(size: Size) -> list:
     return out
 
 
-def _same(a, b) -> bool:
-    sa = {k: v for k, v in a.summary.items() if k != "wall_s"}
-    sb = {k: v for k, v in b.summary.items() if k != "wall_s"}
-    return a.metrics.equals(b.metrics) and sa == sb
-
-
 def _why_slower(steps: list[int], t_batch: float, t_seq: float) -> str:
     """What bounds the batched speedup, said when it is under the target's 5x."""
     if t_seq / t_batch >= 5.0:
@@ -52,19 +42,10 @@ def _why_slower(steps: list[int], t_batch: float, t_seq: float) -> str:
 @register("batched", "(d) the L sweep (30 runs) batched vs one after another", order=4)
 def batched(size: Size) -> dict:
     cfgs = sweep_configs(size)
-    t0 = time.perf_counter()
-    many = run_many(cfgs)
-    t_batch1 = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    one = [run_one(c, write=False) for c in cfgs]
-    t_seq = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    many2 = run_many(cfgs)
-    t_batch2 = time.perf_counter() - t0
-    identical = all(_same(a, b) for a, b in zip(one, many, strict=True)) and all(
-        _same(a, b) for a, b in zip(many, many2, strict=True)
+    many, one, many2, t_seq, t_batch = together_and_alone(cfgs)  # batched before and after the sequential runs
+    identical = all(same_run(a, b) for a, b in zip(one, many, strict=True)) and all(
+        same_run(a, b) for a, b in zip(many, many2, strict=True)
     )
-    t_batch = (t_batch1 + t_batch2) / 2  # batched runs before and after the sequential one
     steps = [r.summary["steps"] for r in one]
     row = {
         "runs": len(cfgs), "total steps": int(sum(steps)), "longest run (steps)": int(max(steps)),
