@@ -172,6 +172,10 @@ def test_plan_batches_groups_compatible_points_in_bounded_batches():
     assert names(plan_batches(points, 2)) == [[0, 1], [2, 3], [4], [5], [6]]
     assert names(plan_batches(points, 1)) == [[i] for i in range(7)]
     assert names(plan_batches(points, 32, workers=2)) == [[0], [1], [2], [3], [4], [5], [6]]  # >= 4 per worker
+    sampled = [Point.of(i, {}, li.load_config(None, ["engine.kind=sampled", "engine.batch=32", f"seed={i}"]))
+               for i in range(5)]  # runs that take their steps together: one batch per worker, not four
+    assert names(plan_batches(sampled, None, workers=2)) == [[0, 1, 2], [3, 4]]
+    assert names(plan_batches(sampled, None)) == [[0, 1, 2, 3, 4]]
 
 
 

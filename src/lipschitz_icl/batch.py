@@ -1,5 +1,5 @@
 """Many runs at once: ``run_many(configs)`` trains compatible kernel-engine runs as one tensor
-program and the rest one after another.
+program, steps small sampled-engine runs of one shape together, and trains the rest one after another.
 
     >>> import lipschitz_icl as li
     >>> from lipschitz_icl.batch import run_many

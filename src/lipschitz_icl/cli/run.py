@@ -56,8 +56,8 @@ def run_command(
 ) -> None:
     """Train the one-layer softmax-attention model once and record its attention dynamics.
 
-    Writes config.yaml (resolved), metrics.parquet (tidy: step, metric, k, n, value) and
-    summary.json into the run directory. Exit code 0 for converged/trivial/budget/diverged runs,
+    Writes config.yaml (resolved), metrics.parquet (tidy: step, metric, k, n, value), params.pt (the trained
+    parameters) and summary.json into the run directory. Exit code 0 for converged/trivial/budget/diverged runs,
     130 when interrupted (Ctrl-C or SIGTERM), 1 when the run failed or could not be written,
     2 for bad input (one line on stderr naming the field or file, no run directory).
     """
