@@ -181,3 +181,25 @@ def test_a_fused_run_that_ends_between_its_log_steps_has_its_numbers_alone_and_i
     assert alone.summary["T_1"] < alone.summary["steps"] and li.run(dense, write=False).summary["T_1"] is None
     for batched, cfg in zip(run_many([dense, ending]), [dense, ending], strict=True):
         _same(li.run(cfg, write=False), batched)
+
+
+def test_ctrl_c_while_a_finished_kernel_run_is_handed_over_keeps_its_end():
+    """Ctrl-C as the caller takes a run that ended at its budget while another ended at the same step and a third
+    steps on: the two keep their own outcome, the third ends interrupted, and each is handed over once."""
+    from lipschitz_icl.api import prepare
+    from lipschitz_icl.recorder import Recorder
+    from lipschitz_icl.train_batch import train_batched
+
+    cfgs = _configs([["seed=0", "train.steps=8"], ["seed=1", "train.steps=8"], ["seed=2"]])
+    built = [prepare(c) for c in cfgs]
+    handed = []
+
+    def taken(i, outcome):
+        handed.append((i, outcome.status))
+        if len(handed) == 1:
+            raise KeyboardInterrupt
+
+    outcomes = train_batched(cfgs, [e for _, e, _ in built],
+                             [Recorder(p.features.K, e.score_metrics()) for p, e, _ in built], on_finish=taken)
+    assert handed == [(0, "budget"), (1, "budget"), (2, "interrupted")]  # once each
+    assert [o.status for o in outcomes] == ["budget", "budget", "interrupted"]

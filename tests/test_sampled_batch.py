@@ -9,9 +9,11 @@ from hypothesis import strategies as st
 
 import lipschitz_icl as li
 from lipschitz_icl import batch
+from lipschitz_icl.api import prepare
 from lipschitz_icl.batch import RunsInterrupted, plan_groups, run_many
 from lipschitz_icl.engines import stackable
 from lipschitz_icl.engines.sampled_batch import STACK_TOKENS, SampledBatch
+from lipschitz_icl.recorder import Recorder
 from lipschitz_icl.sweep import load_index, run_sweep
 from lipschitz_icl.sweep.expansion import batch_group
 from lipschitz_icl.tasks import base as task_base
@@ -168,3 +170,24 @@ def test_any_stackable_runs_together_equal_their_runs_alone(task, model, noise, 
             f"train.optimizer={optimizer}", "train.lr=0.2", "train.steps=6", "train.log_every=2",
             "eval.functions=8", "task.kernel_samples=32"]
     _check([[f"seed={s}"] for s in range(runs)], base, [runs])
+
+
+def test_ctrl_c_while_a_finished_run_is_handed_over_keeps_its_end():
+    """Ctrl-C as the caller takes a run that ended at its budget (while the others step on): that run keeps its own
+    outcome, the others end interrupted, and each run is handed over once."""
+    cfgs = [li.load_config(None, [*COLLINS, "seed=0", "train.steps=8"]),
+            *(li.load_config(None, [*COLLINS, f"seed={s}"]) for s in (1, 2))]
+    built = [prepare(c) for c in cfgs]
+    engines = [engine for _, engine, _ in built]
+    recorders = [Recorder(problem.features.K, engine.score_metrics()) for problem, engine, _ in built]
+    handed = []
+
+    def taken(i, outcome):
+        handed.append((i, outcome.status))
+        if len(handed) == 1:
+            raise KeyboardInterrupt
+
+    outcomes = train_stacked(cfgs, engines, recorders, on_finish=taken)
+    assert handed == [(0, "budget"), (1, "interrupted"), (2, "interrupted")]  # once each
+    assert [o.status for o in outcomes] == ["budget", "interrupted", "interrupted"]
+    assert outcomes[0].steps == 8 and outcomes[0].final_loss == li.run(cfgs[0], write=False).summary["final_loss"]

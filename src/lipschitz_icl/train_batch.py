@@ -65,6 +65,7 @@ class _BatchLoop:
         self.records = BatchRecords(len(cfgs), batch.M.shape[-1], self.last_step + 1)
         self.rows = np.arange(len(cfgs))
         self.outcomes: list[TrainOutcome | None] = [None] * len(cfgs)  # each run's, made once as it ends
+        self.handed: set[int] = set()  # the runs given to ``on_finish``
         self.tracked = any(r.tracker is not None for r in recorders)  # some run is watched live (--tracker)
         # fused batches with compiled stopping rules: the steps at which nothing is recorded, compiled end to end
         quiet = getattr(batch, "quiet_inputs", None)
@@ -132,17 +133,22 @@ class _BatchLoop:
         return True
 
     def _finish(self, ended: np.ndarray, status: str | None = None, error: str | None = None) -> None:
-        """Close the runs in rows ``ended``: their step, wall time, final scores, records (and status)."""
-        runs = self.rows[ended]
+        """Close the runs in rows ``ended``: their step, wall time, final scores, records (and status). A run closed
+        already (a Ctrl-C while the caller took an earlier one: the batch ends again) keeps its own end, and each run
+        is handed to ``on_finish`` once."""
+        fresh = np.array([self.outcomes[i] is None for i in self.rows[ended].tolist()], dtype=bool)
+        closing, runs = ended[fresh], self.rows[ended[fresh]]
         self.states.finish(runs, self.step, time.perf_counter() - self.start, status, error)
-        for j, i in zip(ended.tolist(), runs.tolist(), strict=True):
+        for j, i in zip(closing.tolist(), runs.tolist(), strict=True):
             self.states.final_scores[i] = self.batch.M[j].detach().clone()
             self.records.hand_over(i, self.recorders[i])
         for i in runs.tolist():
             self.outcomes[i] = self.states.outcome(i)
         if self.on_finish is not None:
-            for i in runs.tolist():
-                self.on_finish(i, self.outcomes[i])
+            for i in self.rows[ended].tolist():
+                if i not in self.handed:
+                    self.handed.add(i)
+                    self.on_finish(i, self.outcomes[i])
 
     def _record(self, out, record: np.ndarray, losses: np.ndarray, mins: np.ndarray, wanted: np.ndarray | None
                 ) -> None:

@@ -92,10 +92,12 @@ class _StackedLoop:
         return lambda step, loss, attn_min: on_record(i, step, loss, attn_min)
 
     def end_all(self, status: str, error: str | None = None) -> None:
-        """End every live run with ``status`` (Ctrl-C, or an error the step raised for all of them)."""
+        """End every live run with ``status`` (Ctrl-C, or an error the step raised for all of them); a run that ended
+        earlier in the step keeps its own end."""
         for i in self.rows:
-            self.states[i].status, self.states[i].error = status, error
-            self._end(i)
+            if self.outcomes[i] is None:
+                self.states[i].status, self.states[i].error = status, error
+                self._end(i)
         self.rows = []
 
     def _end(self, i: int) -> None:
