@@ -5,6 +5,7 @@ K x K blocks A, B and attn_cross at the first and last record), ``full`` on requ
 import pandas as pd
 import pyarrow as pa
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 import lipschitz_icl as li
@@ -56,6 +57,7 @@ def test_full_curves_equal_the_run_bit_for_bit_and_cost_more_bytes(tmp_path):
 
 def test_the_option_overrides_the_spec_and_run_configs_takes_it(tmp_path):
     run_sweep(spec(curves="summary"), tmp_path / "a", workers=1, curves="full")
+    assert yaml.safe_load((tmp_path / "a" / "sweep.yaml").read_text())["curves"] == "full"  # what was stored
     configs = [li.load_config(None, ["train.steps=30", "engine.draws=8", "eval.functions=8"])]
     run_configs(configs, tmp_path / "b", workers=1, curves="full")
     for folder in ("a", "b"):

@@ -348,7 +348,7 @@ def run_sweep(
     out = Path(out) if out is not None else Path("sweeps") / sweep.name
     sweep = with_dir_step(sweep, out)
     return execute_points(sweep.points, out, workers, scheduler, retry_failed, force, progress,
-                          spec_yaml=sweep.resolved_yaml(), name=sweep.name,
+                          spec_yaml=sweep.resolved_yaml(curves), name=sweep.name,
                           keep=Keep(sweep.spec.params, curves or sweep.spec.curves),
                           batch=batch, run_dirs=run_dirs, plan=plan, rows=rows)
 

@@ -157,11 +157,11 @@ class Sweep:
     fused: bool = False  # the points that allow it take the compiled kernel step (kernel_step)
     step_chosen: bool = False  # by the caller, the spec or the sweep directory, not by default
 
-    def resolved_yaml(self) -> str:
+    def resolved_yaml(self, curves: str | None = None) -> str:
         """The spec with its base inlined and its kernel step resolved: a self-contained copy for the sweep
-        directory."""
+        directory; ``curves``: what the command stores of each run's curves, where it overrides the spec's."""
         data = self.spec.model_dump(mode="json", exclude_none=True)
-        data.update(name=self.name, base=self.base, fused=self.fused)
+        data.update(name=self.name, base=self.base, fused=self.fused, curves=curves or self.spec.curves)
         data.pop("overrides", None)
         return yaml.safe_dump(data, sort_keys=False)
 
