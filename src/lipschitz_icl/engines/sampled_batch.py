@@ -50,7 +50,7 @@ def stacking_pays(cfg: Config) -> bool:
 def stack_key(engine: SampledEngine) -> tuple:
     """Runs with equal keys can be stepped together: one task evaluation (its class and parameters), one shape."""
     task = engine.task
-    params = tuple(sorted((k, repr(v)) for k, v in getattr(task, "params", {}).items()))
+    params = tuple(sorted((k, repr(v)) for k, v in task.params.items()))
     return (type(task).__qualname__, task.L, params, engine.N, engine.B, engine.resample, engine.tau > 0,
             engine.draw_dtype, type(engine.model).__qualname__, effective_Q(engine.model).dtype, str(engine.device))
 

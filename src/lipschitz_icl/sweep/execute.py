@@ -347,9 +347,9 @@ def run_sweep(
                            local=scheduler is None and plan is None)
     out = Path(out) if out is not None else Path("sweeps") / sweep.name
     sweep = with_dir_step(sweep, out)
+    stored = curves or sweep.spec.curves  # what is kept of each run's curves, and what sweep.yaml says
     return execute_points(sweep.points, out, workers, scheduler, retry_failed, force, progress,
-                          spec_yaml=sweep.resolved_yaml(curves), name=sweep.name,
-                          keep=Keep(sweep.spec.params, curves or sweep.spec.curves),
+                          spec_yaml=sweep.resolved_yaml(stored), name=sweep.name, keep=Keep(sweep.spec.params, stored),
                           batch=batch, run_dirs=run_dirs, plan=plan, rows=rows)
 
 

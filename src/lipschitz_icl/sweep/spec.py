@@ -159,7 +159,7 @@ class Sweep:
 
     def resolved_yaml(self, curves: str | None = None) -> str:
         """The spec with its base inlined and its kernel step resolved: a self-contained copy for the sweep
-        directory; ``curves``: what the command stores of each run's curves, where it overrides the spec's."""
+        directory; ``curves``: what the command stores of each run's curves (None: the spec's)."""
         data = self.spec.model_dump(mode="json", exclude_none=True)
         data.update(name=self.name, base=self.base, fused=self.fused, curves=curves or self.spec.curves)
         data.pop("overrides", None)
