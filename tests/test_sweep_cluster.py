@@ -230,9 +230,12 @@ def test_a_cluster_sweep_stores_the_runs_of_a_local_one_and_cancels_its_jobs(tmp
 
 
 @pytest.mark.slow
-def test_ctrl_c_while_the_jobs_wait_in_the_queue_cancels_them_and_exits_130(tmp_path, fake_slurm):
+@pytest.mark.parametrize("answer_after_s", [0, 2], ids=["queued", "while-sbatch-runs"])
+def test_ctrl_c_while_the_jobs_wait_in_the_queue_cancels_them_and_exits_130(tmp_path, fake_slurm, answer_after_s):
+    """Jobs queued, never started, are cancelled on Ctrl-C; also where Ctrl-C comes while ``sbatch`` has not yet
+    answered with the job's id (``answer_after_s`` 2: it always does), which left both jobs in the queue."""
     (fake_slurm / "sbatch").write_text('#!/usr/bin/env bash\necho "$@" >> "$FAKE_SLURM/calls"\n'
-                                       'echo "Submitted batch job 4242"\n')  # queued, never started
+                                       f'sleep {answer_after_s}\necho "Submitted batch job 4242"\n')
     spec = write_spec(tmp_path / "s.yaml", grid={"task.L": [1, 2]}, seeds=2)
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}

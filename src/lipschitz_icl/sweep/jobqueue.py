@@ -14,6 +14,7 @@ its address in the script, and submits nothing (no ``sbatch`` needed).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import re
@@ -162,9 +163,13 @@ class ClusterPlan:
 async def _scale(cluster: Any, jobs: int) -> None:
     """Scale ``cluster`` to ``jobs`` jobs and wait until they are submitted (or cancelled), raising the submit
     command's error: ``scale`` alone only schedules that. Run on the cluster's loop, the ``_correct_state`` task
-    started here is the one ``scale``'s callback then joins, so its error is the one awaited."""
+    started here is the one ``scale``'s callback then joins, so its error is the one awaited.
+
+    The task is shielded: a Ctrl-C cancels what ``sync`` awaits, and a cancelled task would drop the jobs whose
+    ``sbatch`` had not yet answered (never recorded, so never cancelled on close, and the close itself failed);
+    shielded, the submissions finish, and closing the cluster cancels every job."""
     cluster.scale(jobs=jobs)
-    await cluster._correct_state()
+    await asyncio.shield(cluster._correct_state())
 
 
 def check_submit_command(plan: ClusterPlan) -> None:
