@@ -76,15 +76,26 @@ def draw_inputs(fs: FeatureSet | ContinuousInputs, task: TaskClass, N: int, B: i
 
 
 def label(task: TaskClass, drawn: Drawn, draw_dtype: torch.dtype | None = None) -> torch.Tensor:
-    """The labels f(x_i) + tau eps_i of ``drawn``'s prompts (the query's clean), in the tokens' dtype: its rows may
-    be several runs' draws put together (their functions evaluated in one call, row by row)."""
-    x = drawn.x
-    y = task.evaluate(drawn.funcs, x.to(draw_dtype or x.dtype)).to(x.dtype)
-    y = check_finite(y, task.label)
-    if drawn.noise is None:
+    """The labels f(x_i) + tau eps_i of ``drawn``'s prompts (the query's clean), in the tokens' dtype."""
+    y = check_finite(evaluate_labels(task, drawn.funcs, drawn.x, draw_dtype), task.label)
+    return add_noise(y, drawn.noise)
+
+
+def evaluate_labels(task: TaskClass, funcs: Funcs, x: torch.Tensor, draw_dtype: torch.dtype | None = None
+                    ) -> torch.Tensor:
+    """f(x_i) of each row's function at its tokens ``x`` (B, N + 1, d), evaluated in the draws' dtype, in the
+    tokens' dtype, not yet checked: the rows may be several runs' draws put together (``sampled_batch``, one call,
+    row by row, each run checked alone)."""
+    return task.evaluate(funcs, x.to(draw_dtype or x.dtype)).to(x.dtype)
+
+
+def add_noise(y: torch.Tensor, noise: torch.Tensor | None) -> torch.Tensor:
+    """Labels ``y`` (B, N + 1) with the label noise tau eps_i (B, N) added to the context's (the query's stays
+    clean); ``noise`` None (tau = 0): ``y``."""
+    if noise is None:
         return y
-    N = drawn.noise.shape[1]
-    return torch.cat([y[:, :N] + drawn.noise, y[:, N:]], dim=1)
+    N = noise.shape[1]
+    return torch.cat([y[:, :N] + noise, y[:, N:]], dim=1)
 
 
 def attention_by_feature(ids: torch.Tensor, attn: torch.Tensor, K: int) -> torch.Tensor:

@@ -28,7 +28,7 @@ import torch
 from ..models import effective_Q, is_linear
 from ..tasks import check_finite
 from .base import StepOutput
-from .prompts import attention_by_feature, draw_inputs
+from .prompts import add_noise, attention_by_feature, draw_inputs, evaluate_labels
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -97,9 +97,8 @@ class SampledBatch:
         drawn = [draw_inputs(e.fs, e.task, e.N, e.B, e.tau, e.gen, e.draw_dtype) for e in runs]
         x = torch.cat([d.x for d in drawn])
         funcs = {k: torch.cat([d.funcs[k] for d in drawn]) for k in drawn[0].funcs}
-        y = self.task.evaluate(funcs, x.to(self.draw_dtype or x.dtype)).to(x.dtype)  # every run's rows in one call
-        if drawn[0].noise is not None:
-            y = torch.cat([y[:, :self.N] + torch.cat([d.noise for d in drawn]), y[:, self.N:]], dim=1)
+        y = evaluate_labels(self.task, funcs, x, self.draw_dtype)  # every run's rows in one call
+        y = add_noise(y, None if drawn[0].noise is None else torch.cat([d.noise for d in drawn]))
         device = runs[0].device
         return torch.cat([d.ids for d in drawn]).to(device), x.to(device), y.to(device)
 
